@@ -1,0 +1,79 @@
+"""The CFF vision transformer: a stack of separately trainable layers (STUDIES.md, CFF model)."""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class EncoderBlock(nn.Module):
+    """Pre-LN transformer block: x + MHA(LN x), then x + MLP(LN x); MLP E -> 2E -> E, GELU."""
+
+    def __init__(self, dim: int, heads: int):
+        super().__init__()
+        if dim % heads:
+            raise ValueError(f"width={dim} must be divisible by heads={heads}")
+        self.heads = heads
+        self.norm1 = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.norm2 = nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(), nn.Linear(2 * dim, dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, e = x.shape
+        q, k, v = self.qkv(self.norm1(x)).view(b, t, 3, self.heads, e // self.heads).permute(2, 0, 3, 1, 4)
+        attended = F.scaled_dot_product_attention(q, k, v)  # fused kernel, no dropout
+        x = x + self.proj(attended.transpose(1, 2).reshape(b, t, e))
+        return x + self.mlp(self.norm2(x))
+
+
+class PatchEmbedding(nn.Module):
+    """Non-overlapping p x p patches -> Linear(C p^2 -> E) -> ReLU -> + learned position (no CLS)."""
+
+    def __init__(self, channels: int, image_size: int, patch: int, dim: int):
+        super().__init__()
+        if image_size % patch:
+            raise ValueError(f"patch={patch} must divide the image size {image_size}")
+        self.patch = patch
+        self.linear = nn.Linear(channels * patch * patch, dim)
+        self.position = nn.Parameter(torch.zeros(1, (image_size // patch) ** 2, dim))
+        nn.init.trunc_normal_(self.position, std=0.02)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        p = self.patch
+        b, c, h, w = images.shape
+        patches = images.view(b, c, h // p, p, w // p, p).permute(0, 2, 4, 1, 3, 5).reshape(b, -1, c * p * p)
+        return F.relu(self.linear(patches)) + self.position
+
+
+class CFFViT(nn.Module):
+    """L separately trained layers: layer 0 = patch embedding + block, layers 1..L-1 = one block.
+
+    ``forward`` returns each layer's token output; training detaches between layers.
+    """
+
+    def __init__(self, *, channels: int, image_size: int, patch: int = 4, width: int = 128,
+                 heads: int = 4, layers: int = 8):
+        super().__init__()
+        if layers < 1:
+            raise ValueError(f"layers={layers} must be >= 1")
+        first = nn.Sequential(PatchEmbedding(channels, image_size, patch, width), EncoderBlock(width, heads))
+        self.layers = nn.ModuleList([first] + [EncoderBlock(width, heads) for _ in range(layers - 1)])
+        self.width = width
+
+    def forward(self, images: torch.Tensor, *, local: bool = False) -> list[torch.Tensor]:
+        """Token outputs of every layer; ``local=True`` cuts the graph between layers."""
+        outputs, h = [], images
+        for layer in self.layers:
+            h = layer(h.detach() if local else h)
+            outputs.append(h)
+        return outputs
+
+    @torch.no_grad()
+    def features(self, images: torch.Tensor) -> torch.Tensor:
+        """Mean-pooled last-layer tokens: the representation the linear probe reads."""
+        h = images
+        for layer in self.layers:
+            h = layer(h)
+        return h.mean(dim=1)

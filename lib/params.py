@@ -1,0 +1,53 @@
+"""Checking notebook parameters before any compute: each error names the parameter and what is allowed."""
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable
+
+PROFILE_NAMES = ("smoke", "quick", "cpu", "paper")
+
+
+class ParameterError(ValueError):
+    """A notebook parameter has a value that is not allowed."""
+
+
+def fail(name: str, value: Any, allowed: str) -> None:
+    raise ParameterError(f"parameter {name}={value!r} is not allowed: {allowed}")
+
+
+def choice(name: str, value: Any, allowed: Iterable[str]) -> str:
+    allowed = tuple(allowed)
+    if not isinstance(value, str) or value not in allowed:
+        fail(name, value, f"one of {', '.join(allowed)}")
+    return value
+
+
+def choices(name: str, values: Any, allowed: Iterable[str]) -> list[str]:
+    allowed = tuple(allowed)
+    if not isinstance(values, (list, tuple)) or not values or len(set(map(str, values))) != len(values):
+        fail(name, values, f"a non-empty list of distinct values from {', '.join(allowed)}")
+    for v in values:
+        if not isinstance(v, str) or v not in allowed:
+            fail(name, values, f"a non-empty list of distinct values from {', '.join(allowed)}")
+    return list(values)
+
+
+def integer(name: str, value: Any, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        fail(name, value, f"an integer >= {minimum}")
+    return value
+
+
+def number(name: str, value: Any, low: float = 0.0, high: float = math.inf, *, low_open: bool = False) -> float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    ok = ok and (value > low if low_open else value >= low) and value <= high
+    if not ok:
+        bracket = "(" if low_open else "["
+        fail(name, value, f"a finite number in {bracket}{low}, {high}]")
+    return float(value)
+
+
+def flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        fail(name, value, "True or False")
+    return value

@@ -1,0 +1,515 @@
+"""Results store: one JSON record per training run, written atomically, plus one CSV table
+per (study, profile).
+
+Layout under a results ``root``::
+
+    <root>/runs/<study>/<profile>/<run_id>.json     one record per run
+    <root>/tables/<study>_<profile>.csv             the collected table (``write_table``)
+
+A run is identified by its config: ``run_id = config_hash(config)``, the first 16 hex chars of
+the SHA-256 of ``canonical_json(config)``. Study and profile are not part of the hash; they
+select the folder. Put everything that makes runs differ (seed, dataset, hyper-parameters) in
+the config: ``write`` refuses a ``seed``/``dataset`` argument that contradicts a ``seed``/
+``dataset`` key of the config.
+
+Hashing rules (``canonical_json``)
+----------------------------------
+* keys sorted, separators ``","`` and ``":"``, ASCII only (non-ASCII escaped), so the text
+  does not depend on dict order or on whitespace;
+* floats are written with ``repr`` (shortest exact round trip), so ``0.1`` stays ``0.1``;
+* tuples become lists (``(1, 2)`` and ``[1, 2]`` hash equal);
+* numpy / torch scalars and arrays are converted with ``.item()`` / ``.tolist()`` first, so
+  ``np.float64(0.5)`` hashes like ``0.5``;
+* **int and float are distinct**: ``1`` and ``1.0`` give *different* hashes (JSON keeps the
+  difference and a record must round-trip to the same config, so ``lr=1`` and ``lr=1.0`` are
+  different configs). Likewise ``True`` differs from ``1``; ``-0.0`` differs from ``0.0``;
+* dict keys must be strings (``TypeError`` otherwise);
+* non-finite floats (nan, inf) are **rejected** in a config (``ValueError``): a config is
+  strict JSON. Use ``None`` or a string for "no limit".
+
+Record schema (``SCHEMA_VERSION = 1``), one JSON object, keys sorted, indented by 2::
+
+    schema_version  int     1
+    study           str
+    profile         str
+    run_id          str     16 hex chars == config_hash == the file name stem
+    config_hash     str     same as run_id
+    config          object  the full config, as given (tuples as lists)
+    seed            int
+    dataset         str
+    status          str     "ok" | "diverged" | "failed"   (STATUSES)
+    metrics         object  scalars and curves: lists, nested objects of lists / scalars
+    error           str|null  traceback / message for "failed" (may be set for others)
+    environment     object  environment(): git_commit, git_dirty, python, torch, torchvision,
+                            numpy, platform, hostname, device, torch_threads
+    timings         object  e.g. started_at (ISO-8601 UTC, see ``utc_now``), wall_s, train_s,
+                            eval_s -- free-form, numbers or strings
+    extra           object  free-form additions (``{}`` when not given)
+    written_at      str     ISO-8601 UTC time the record was written
+
+``FINISHED_STATUSES = ("ok", "diverged")``: such a run is skipped by ``is_finished``;
+"failed" (the run raised) is re-run next time and its record is overwritten.
+
+Non-finite floats in ``metrics``, ``timings`` and ``extra`` are stored as the JSON *strings*
+``"nan"``, ``"inf"`` and ``"-inf"`` so that the files stay strict JSON (readable by jq, JS,
+...). ``load()`` turns exactly these strings back into floats in those three sections, so
+they cannot be used as ordinary string values there.
+
+A record file that cannot be parsed, is not an object, lacks a schema key, has another
+``schema_version`` or a ``run_id`` that differs from its file name counts as corrupt:
+``load`` warns (``ResultsStoreWarning``, naming the path) and returns ``None``;
+``records``/``table`` warn and skip it.
+
+Table columns (``table()`` / ``write_table()``), in this order:
+
+    study, profile, run_id, seed, dataset, status,
+    config.<key>   one per top-level config key over all records, sorted; list/dict values
+                   as canonical JSON text
+    metric.<key>   one per top-level metric that is a scalar (number, bool, str, null) in at
+                   least one record, sorted; curves (lists) and nested dicts are left out
+    git_commit, git_dirty, torch, device      from the record's environment
+    started_at, wall_s                        from the record's timings
+
+Rows are sorted by run_id; cells a record lacks are empty. In the CSV (``index=False``,
+``"\\n"`` line ends) nan and missing values are both written as empty cells; inf as ``inf``.
+Writing the same records twice gives a byte-identical file.
+
+Errors: an ``OSError`` while writing (read-only folder, disk full, ...) is raised as
+``ResultsStoreError`` naming the path and the cause; the target file is then unchanged and no
+temporary file is left behind.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import errno
+import hashlib
+import json
+import math
+import os
+import platform as _platform
+import re
+import secrets
+import socket
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from typing import Any, Iterable
+
+SCHEMA_VERSION = 1
+STATUSES = ("ok", "diverged", "failed")
+FINISHED_STATUSES = ("ok", "diverged")  # "failed" (an exception) is re-run next time
+
+TABLE_LEAD_COLUMNS = ("study", "profile", "run_id", "seed", "dataset", "status")
+TABLE_TAIL_COLUMNS = ("git_commit", "git_dirty", "torch", "device", "started_at", "wall_s")
+
+_RECORD_KEYS = frozenset({
+    "schema_version", "study", "profile", "run_id", "config_hash", "config", "seed", "dataset",
+    "status", "metrics", "error", "environment", "timings", "extra", "written_at",
+})
+_RUN_ID_RE = re.compile(r"^[0-9a-f]{16}$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
+_NONFINITE_TO_STR = {math.inf: "inf", -math.inf: "-inf"}
+_STR_TO_NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+_LIB_DIR = Path(__file__).resolve().parent
+
+
+class ResultsStoreError(RuntimeError):
+    """A results file could not be written (or read); the message names the path and cause."""
+
+    def __init__(self, path: os.PathLike | str, cause: BaseException | str):
+        self.path = Path(path)
+        self.cause = cause
+        super().__init__(f"results store: cannot write {self.path}: {cause}")
+
+
+class ResultsStoreWarning(UserWarning):
+    """A record file is corrupt or inconsistent and is treated as absent."""
+
+
+# --------------------------------------------------------------------------- JSON helpers
+
+def _normalize(obj: Any, where: str = "$", *, nonfinite: str = "reject") -> Any:
+    """Plain-JSON copy of ``obj``: dicts (str keys), lists, str, int, float, bool, None.
+
+    ``nonfinite``: "reject" raises ValueError on nan/inf; "encode" writes them as the strings
+    "nan"/"inf"/"-inf".
+    """
+    if obj is None or isinstance(obj, bool):
+        return obj
+    if isinstance(obj, int):
+        return int(obj)
+    if isinstance(obj, float):
+        x = float(obj)
+        if math.isfinite(x):
+            return x
+        if nonfinite == "encode":
+            return "nan" if math.isnan(x) else _NONFINITE_TO_STR[x]
+        raise ValueError(f"non-finite float {x!r} at {where} is not allowed here (strict JSON)")
+    if isinstance(obj, str):
+        return str(obj)
+    if isinstance(obj, dict):
+        out = {}
+        for k, v in obj.items():
+            if not isinstance(k, str):
+                raise TypeError(f"dict key {k!r} at {where} must be a str")
+            out[str(k)] = _normalize(v, f"{where}.{k}", nonfinite=nonfinite)
+        return out
+    if isinstance(obj, (list, tuple)):
+        return [_normalize(v, f"{where}[{i}]", nonfinite=nonfinite) for i, v in enumerate(obj)]
+    # numpy / torch scalars and arrays (duck-typed so torch is not imported here)
+    if hasattr(obj, "tolist") and callable(obj.tolist):
+        return _normalize(obj.tolist(), where, nonfinite=nonfinite)
+    if hasattr(obj, "item") and callable(obj.item):
+        return _normalize(obj.item(), where, nonfinite=nonfinite)
+    raise TypeError(f"value of type {type(obj).__name__} at {where} is not JSON-able")
+
+
+def _decode_nonfinite(obj: Any) -> Any:
+    if isinstance(obj, str):
+        return _STR_TO_NONFINITE.get(obj, obj)
+    if isinstance(obj, dict):
+        return {k: _decode_nonfinite(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_decode_nonfinite(v) for v in obj]
+    return obj
+
+
+def canonical_json(obj: Any) -> str:
+    """Canonical JSON text: sorted keys, no whitespace, repr-exact floats, tuples as lists.
+
+    ``1`` and ``1.0`` stay different; nan/inf raise ValueError; non-str keys raise TypeError.
+    """
+    return json.dumps(_normalize(obj), sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=True, allow_nan=False)
+
+
+def config_hash(config: dict) -> str:
+    """First 16 hex chars of sha256(canonical_json(config)); see the module docstring."""
+    if not isinstance(config, dict):
+        raise TypeError(f"config must be a dict, got {type(config).__name__}")
+    return hashlib.sha256(canonical_json(config).encode("ascii")).hexdigest()[:16]
+
+
+def utc_now() -> str:
+    """Current time, ISO-8601 UTC with milliseconds, e.g. 2025-01-31T12:00:00.123+00:00."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+# --------------------------------------------------------------------------- environment
+
+def _git(args: list[str], cwd: Path) -> str | None:
+    try:
+        p = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return p.stdout if p.returncode == 0 else None
+
+
+def _git_state(exclude: Iterable[os.PathLike | str] = ()) -> tuple[str, bool]:
+    top = _git(["rev-parse", "--show-toplevel"], _LIB_DIR)
+    if top is None:
+        return "unknown", False
+    top_path = Path(top.strip())
+    head = _git(["rev-parse", "HEAD"], top_path)
+    commit = head.strip() if head else "unknown"  # "unknown" also before the first commit
+    spec = ["."]
+    for p in exclude:
+        try:
+            rel = Path(p).resolve().relative_to(top_path.resolve())
+        except ValueError:
+            continue  # outside the repository: cannot make it dirty anyway
+        if str(rel) != ".":
+            spec.append(f":(exclude){rel.as_posix()}")
+    status = _git(["status", "--porcelain", "--", *spec], top_path)
+    return commit, bool(status and status.strip())
+
+
+def _version(dist: str) -> str | None:
+    try:
+        from importlib.metadata import version
+        return version(dist)
+    except Exception:
+        return None
+
+
+def environment(exclude: Iterable[os.PathLike | str] = ()) -> dict:
+    """Where the run happened.
+
+    git_commit: HEAD of the repository containing ``lib/`` ("unknown" without git or before the
+    first commit); git_dirty: tracked changes or untracked non-ignored files (False without
+    git), ignoring the paths in ``exclude`` (the store passes its own root so its outputs do
+    not mark the tree dirty); python, torch, torchvision, numpy versions (None if missing);
+    platform; hostname; device ("cpu" or the CUDA device name); torch_threads.
+    """
+    commit, dirty = _git_state(exclude)
+    try:
+        import torch
+        torch_version = torch.__version__
+        device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+        threads = torch.get_num_threads()
+    except ImportError:
+        torch_version, device, threads = None, "cpu", None
+    try:
+        import numpy
+        numpy_version = numpy.__version__
+    except ImportError:
+        numpy_version = None
+    return {
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "python": sys.version.split()[0],
+        "torch": torch_version,
+        "torchvision": _version("torchvision"),
+        "numpy": numpy_version,
+        "platform": _platform.platform(),
+        "hostname": socket.gethostname(),
+        "device": device,
+        "torch_threads": threads,
+    }
+
+
+# --------------------------------------------------------------------------- atomic write
+
+def atomic_write_text(path: os.PathLike | str, text: str) -> None:
+    """Write ``text`` (UTF-8, "\\n" line ends) to ``path`` atomically.
+
+    Writes a temp file ``.<name>.<random>.tmp`` in the same folder, flushes and fsyncs it, then
+    ``os.replace``s it over ``path``. Parent folders are created. Any failure removes the temp
+    file and leaves ``path`` as it was; an ``OSError`` (read-only folder, disk full, ...) is
+    re-raised as ``ResultsStoreError`` naming ``path`` and the cause.
+    """
+    path = Path(path)
+    parent = path.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ResultsStoreError(path, e) from e
+    tmp: Path | None = None
+    try:
+        for _ in range(100):
+            cand = parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+            try:
+                fd = os.open(cand, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            except FileExistsError:
+                continue
+            tmp = cand
+            break
+        else:  # pragma: no cover - 100 random collisions
+            raise OSError(errno.EEXIST, "could not create a unique temp file", str(parent))
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        tmp = None
+    except BaseException as e:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        if isinstance(e, OSError):
+            raise ResultsStoreError(path, e) from e
+        raise
+    try:  # make the rename durable; best effort
+        dfd = os.open(parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError:
+        pass
+
+
+# --------------------------------------------------------------------------- the store
+
+def _check_name(kind: str, value: str) -> str:
+    if not isinstance(value, str) or not _NAME_RE.match(value):
+        raise ValueError(f"{kind}={value!r} must match {_NAME_RE.pattern} (used in file names)")
+    return value
+
+
+def _is_scalar(v: Any) -> bool:
+    return not isinstance(v, (list, dict))
+
+
+class ResultsStore:
+    """Records of one study and profile under ``root``; see the module docstring."""
+
+    def __init__(self, root: os.PathLike | str, study: str, profile: str):
+        self.root = Path(root)
+        self.study = _check_name("study", study)
+        self.profile = _check_name("profile", profile)
+        self.runs_dir = self.root / "runs" / study / profile
+        self.table_path = self.root / "tables" / f"{study}_{profile}.csv"
+
+    def __repr__(self) -> str:
+        return f"ResultsStore({str(self.root)!r}, study={self.study!r}, profile={self.profile!r})"
+
+    def run_id(self, config: dict) -> str:
+        return config_hash(config)
+
+    def path(self, run_id: str) -> Path:
+        if not isinstance(run_id, str) or not _RUN_ID_RE.match(run_id):
+            raise ValueError(f"run_id={run_id!r} is not 16 lowercase hex chars")
+        return self.runs_dir / f"{run_id}.json"
+
+    # ---- reading
+
+    def _read(self, path: Path) -> dict | None:
+        """The decoded record at ``path``; None (with a warning) when corrupt, None if absent."""
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise ResultsStoreError(path, e) from e
+        try:
+            rec = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as e:
+            return self._corrupt(path, f"not valid JSON ({e})")
+        if not isinstance(rec, dict):
+            return self._corrupt(path, "not a JSON object")
+        missing = _RECORD_KEYS - rec.keys()
+        if missing:
+            return self._corrupt(path, f"missing keys {sorted(missing)}")
+        if rec["schema_version"] != SCHEMA_VERSION:
+            return self._corrupt(path, f"schema_version {rec['schema_version']!r} != {SCHEMA_VERSION}")
+        if rec["run_id"] != path.stem:
+            return self._corrupt(path, f"run_id {rec['run_id']!r} differs from the file name")
+        if not isinstance(rec["config"], dict) or not isinstance(rec["metrics"], dict) \
+                or not isinstance(rec["timings"], dict) or not isinstance(rec["environment"], dict):
+            return self._corrupt(path, "config/metrics/timings/environment must be objects")
+        for key in ("metrics", "timings", "extra"):
+            rec[key] = _decode_nonfinite(rec[key])
+        return rec
+
+    @staticmethod
+    def _corrupt(path: Path, why: str) -> None:
+        warnings.warn(f"corrupt results record {path}: {why}; treated as absent",
+                      ResultsStoreWarning, stacklevel=3)
+        return None
+
+    def load(self, run_id: str) -> dict | None:
+        """The record of ``run_id``; None if absent or corrupt (corrupt: a warning names it)."""
+        return self._read(self.path(run_id))
+
+    def is_finished(self, config: dict) -> bool:
+        """True if a valid record of ``config`` exists with status in FINISHED_STATUSES."""
+        run_id = self.run_id(config)
+        rec = self.load(run_id)
+        if rec is None or rec["status"] not in FINISHED_STATUSES:
+            return False
+        if canonical_json(rec["config"]) != canonical_json(config):  # hash collision guard
+            warnings.warn(f"results record {self.path(run_id)} holds another config with the "
+                          f"same hash; treated as not finished", ResultsStoreWarning, stacklevel=2)
+            return False
+        return True
+
+    def records(self) -> list[dict]:
+        """All valid records, sorted by run_id; corrupt files are warned about and skipped."""
+        if not self.runs_dir.is_dir():
+            return []
+        out = []
+        for p in sorted(self.runs_dir.glob("*.json")):
+            if not _RUN_ID_RE.match(p.stem):
+                warnings.warn(f"ignoring {p}: file name is not a run id", ResultsStoreWarning,
+                              stacklevel=2)
+                continue
+            rec = self._read(p)
+            if rec is not None:
+                out.append(rec)
+        return sorted(out, key=lambda r: r["run_id"])
+
+    # ---- writing
+
+    def write(self, config: dict, *, seed: int, dataset: str, status: str, metrics: dict,
+              timings: dict, error: str | None = None, extra: dict | None = None) -> dict:
+        """Build, atomically write and return the record of one run (schema: module docstring).
+
+        The returned dict is what ``load`` gives back (non-finite metrics as floats).
+        """
+        if status not in STATUSES:
+            raise ValueError(f"status={status!r}; choose one of {', '.join(STATUSES)}")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            if hasattr(seed, "item"):
+                seed = seed.item()
+            if isinstance(seed, bool) or not isinstance(seed, int):
+                raise TypeError(f"seed={seed!r} must be an int")
+        if not isinstance(dataset, str):
+            raise TypeError(f"dataset={dataset!r} must be a str")
+        for name, val in (("seed", seed), ("dataset", dataset)):
+            if isinstance(config, dict) and name in config and config[name] != val:
+                raise ValueError(f"{name}={val!r} contradicts config[{name!r}]={config[name]!r}")
+        if error is not None and not isinstance(error, str):
+            error = str(error)
+        for name, d in (("metrics", metrics), ("timings", timings), ("extra", extra)):
+            if d is not None and not isinstance(d, dict):
+                raise TypeError(f"{name} must be a dict, got {type(d).__name__}")
+        cfg = _normalize(config, "config")
+        run_id = self.run_id(cfg)
+        record = {
+            "schema_version": SCHEMA_VERSION,
+            "study": self.study,
+            "profile": self.profile,
+            "run_id": run_id,
+            "config_hash": run_id,
+            "config": cfg,
+            "seed": int(seed),
+            "dataset": dataset,
+            "status": status,
+            "metrics": _normalize(metrics, "metrics", nonfinite="encode"),
+            "error": error,
+            "environment": environment(exclude=[self.root]),
+            "timings": _normalize(timings, "timings", nonfinite="encode"),
+            "extra": _normalize(extra or {}, "extra", nonfinite="encode"),
+            "written_at": utc_now(),
+        }
+        text = json.dumps(record, sort_keys=True, indent=2, ensure_ascii=True, allow_nan=False)
+        atomic_write_text(self.path(run_id), text + "\n")
+        for key in ("metrics", "timings", "extra"):
+            record[key] = _decode_nonfinite(record[key])
+        return record
+
+    # ---- the table
+
+    def table(self):
+        """One row per valid record, columns in the documented stable order, rows by run_id."""
+        import pandas as pd
+
+        recs = self.records()
+        config_keys = sorted({k for r in recs for k in r["config"]})
+        metric_keys = sorted({k for r in recs for k, v in r["metrics"].items() if _is_scalar(v)})
+        columns = [*TABLE_LEAD_COLUMNS, *(f"config.{k}" for k in config_keys),
+                   *(f"metric.{k}" for k in metric_keys), *TABLE_TAIL_COLUMNS]
+        rows = []
+        for r in recs:
+            row = {k: r[k] for k in TABLE_LEAD_COLUMNS}
+            for k in config_keys:
+                if k in r["config"]:
+                    v = r["config"][k]
+                    row[f"config.{k}"] = v if _is_scalar(v) else canonical_json(v)
+            for k in metric_keys:
+                v = r["metrics"].get(k)
+                if _is_scalar(v):
+                    row[f"metric.{k}"] = v
+            env, tim = r["environment"], r["timings"]
+            for k in ("git_commit", "git_dirty", "torch", "device"):
+                row[k] = env.get(k)
+            row["started_at"] = tim.get("started_at")
+            row["wall_s"] = tim.get("wall_s")
+            rows.append(row)
+        return pd.DataFrame(rows, columns=columns)
+
+    def write_table(self) -> Path:
+        """Atomically write ``table()`` to ``<root>/tables/<study>_<profile>.csv``; its path."""
+        text = self.table().to_csv(index=False, lineterminator="\n")
+        atomic_write_text(self.table_path, text)
+        return self.table_path
+
+    def write_frame(self, name: str, frame) -> Path:
+        """Atomically write an analysis table to ``<root>/tables/<study>_<profile>_<name>.csv``."""
+        path = self.table_path.with_name(f"{self.study}_{self.profile}_{_check_name('name', name)}.csv")
+        atomic_write_text(path, frame.to_csv(index=False, lineterminator="\n"))
+        return path

@@ -1,0 +1,155 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Study 1 — CIFAR-10 margin factorial
+#
+# **Question** (Steier 2026, building on Contrastive Forward-Forward): does clamping the positive-pair
+# similarity at `min(s + m, 1)` inflate the seed-to-seed variance of accuracy, compared with the
+# gradient-neutral alternative of subtracting `m` from the positive log-probabilities?
+#
+# **Design**: margin mode {clamp, subtract} × logit stabiliser {detach, direct} × seeds; per run the
+# top-1 linear-probe accuracy and, per layer and epoch, the loss, the clamp activation rate (CAR) and
+# the gradient norm. A dose-response probe repeats the clamp arm with a smaller layer-0 margin.
+#
+# Evidence tags: **[code]** read in CFF's public code, **[paper]** the MARGIN paper's abstract,
+# **[summary]** secondary summaries (approximate), **[ours]** our decision where the sources are
+# silent. The specification is `STUDIES.md` (study 1); the library decisions are in `lib/cff.py`
+# and `lib/studies/margin_factorial.py`.
+
+# %% tags=["parameters"]
+profile: str = "quick"  # smoke | quick | cpu | paper: every parameter left as None takes the profile's value
+dataset: str | None = None  # cifar10 | cifar100 | svhn | fashion_mnist | mnist | digits | shapes
+dataset_options: dict | None = None  # lib.data.load_dataset options, e.g. {"num_classes": 10, "difficulty": 0.3}
+data_root: str | None = None  # folder of <name>.npz arrays; None: $DATA_ROOT, then torchvision's cache
+seeds: int | None = None  # seeds per factorial cell (paper: 7)
+margin_modes: list = ["clamp", "subtract"]  # margin treatments compared [paper]
+stabilizers: list = ["detach", "direct"]  # logit stabilisers compared [paper]
+m0: float = 0.4  # layer-0 margin [code]
+m_last: float = 0.1  # last-layer margin; linear in between [code]
+dose_m0: float = 0.2  # layer-0 margin of the dose-response probe [summary]
+dose_seeds: int | None = None  # clamp seeds at dose_m0 (0 skips the probe)
+temperature: float = 0.15  # contrastive temperature [code]
+lr: float = 0.004  # AdamW learning rate of every layer [code]
+layers: int | None = None  # encoder layers (paper: 8)
+width: int | None = None  # embedding width E (paper: 128)
+heads: int | None = None  # attention heads (paper: 4)
+patch: int | None = None  # patch size (paper: 4)
+epochs: int | None = None  # contrastive epochs (CFF default 600; MARGIN's count unknown)
+batch_size: int | None = None  # images per batch, two views each (paper: 512)
+train_subset: int | None = None  # use this many training images (0: all)
+probe_epochs: int | None = None  # linear-probe epochs [code: 50]
+workers: int | None = None  # runs in parallel processes; the cores are divided among them
+results_dir: str = "results"  # records and tables go here (relative to the project root)
+force: bool = False  # re-run configs that already have a finished record
+
+# %%
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+from IPython.display import Markdown, display
+
+from lib import PROJECT_ROOT
+from lib.cff import train_cff
+from lib.results import ResultsStore
+from lib.studies import margin_factorial as study
+from lib.sweep import run_sweep
+
+settings = study.resolve(dict(globals()))  # checks every parameter before any compute
+configs = study.plan(settings)
+store = ResultsStore(PROJECT_ROOT / results_dir, study.STUDY, settings["profile"])
+sns.set_theme(style="whitegrid", context="notebook")
+pd.set_option("display.precision", 3)
+display(Markdown(
+    f"**Profile** `{settings['profile']}` on `{settings['dataset']}` {settings['dataset_options'] or ''}: "
+    f"{len(configs)} runs ({settings['seeds']} seeds per cell, {settings['dose_seeds']} dose-response seeds), "
+    f"L={settings['layers']}, E={settings['width']}, {settings['epochs']} epochs, batch {settings['batch_size']}. "
+    f"Records: `{store.runs_dir}`."))
+
+# %% [markdown]
+# ## Runs
+# Runs with a finished record are skipped, so an interrupted sweep resumes where it stopped.
+
+# %%
+records = run_sweep(store, configs, train_cff, workers=settings["workers"], force=settings["force"], data_root=data_root)
+table_path = store.write_table()
+runs = study.runs_frame(records)
+curves = study.curves_frame(records)
+failed = runs[runs.status != "ok"]
+display(Markdown(f"{len(runs)} runs, {len(failed)} not ok; table: `{table_path.relative_to(PROJECT_ROOT) if table_path.is_relative_to(PROJECT_ROOT) else table_path}`"))
+if len(failed):
+    display(failed[["run_id", "status", "margin_mode", "stabilizer", "m0", "seed"]])
+
+# %% [markdown]
+# ## Accuracy per cell
+# Every seed is a dot; the bar is the cell mean with its 95% CI.
+
+# %%
+out = study.analyze(runs, settings)
+display(out["cells"])
+main_runs = runs[(runs.status == "ok") & (runs.m0 == settings["m0"])].assign(top1_pct=lambda d: 100 * d.top1)
+fig, ax = plt.subplots(figsize=(6, 4))
+sns.pointplot(data=main_runs, x="margin_mode", y="top1_pct", hue="stabilizer", dodge=0.3, linestyle="none",
+              errorbar=("ci", 95), capsize=0.1, ax=ax, legend=False)
+sns.stripplot(data=main_runs, x="margin_mode", y="top1_pct", hue="stabilizer", dodge=True, alpha=0.7, ax=ax)
+ax.set(xlabel="margin mode", ylabel="top-1 test accuracy (%)", title="Accuracy per cell, every seed shown")
+plt.show()
+
+# %% [markdown]
+# ## Variance ratio and the tests
+# VR = Var(clamp) / Var(subtract), pooled over stabilisers; two-sided F-test, Levene (mean-centred),
+# Brown–Forsythe (median-centred), percentile-bootstrap 95% CI; Welch's t-test of the means;
+# two-way ANOVA of accuracy on margin × stabiliser; the seeds per arm needed for 80% power.
+
+# %%
+if "pooled" in out:
+    vr_rows = [dict(comparison=f"m0={settings['m0']}", **out["pooled"])]
+    if "dose" in out:
+        vr_rows.append(dict(comparison=f"dose m0={settings['dose_m0']}", **out["dose"]))
+    vr_table = pd.DataFrame(vr_rows)
+    display(vr_table)
+    display(Markdown(f"Welch: {out['welch']}  \nPower: {out['power']}"))
+    if "anova" in out:
+        display(out["anova"])
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    ax.errorbar(vr_table.comparison, vr_table.vr, yerr=[vr_table.vr - vr_table.ci_low, vr_table.ci_high - vr_table.vr],
+                fmt="o", capsize=6)
+    ax.axhline(1, color="grey", linestyle="--")
+    ax.axhline(5.90, color="tab:red", linestyle=":", label="paper, m0=0.4: 5.90")
+    ax.set(yscale="log", ylabel="Var(clamp) / Var(subtract)", title="Variance ratio with bootstrap 95% CI")
+    ax.legend()
+    plt.show()
+
+# %% [markdown]
+# ## Clamp activation rate and gradient norm per layer
+# CAR is measured for every arm: under `subtract` it shows what clamping would have saturated.
+
+# %%
+for metric, label in [("car", "clamp activation rate"), ("grad_norm", "gradient norm of the layer loss")]:
+    data = curves[(curves.metric == metric) & (curves.m0 == settings["m0"])]
+    if data.empty:
+        continue
+    g = sns.relplot(data=data, x="epoch", y="value", hue="margin_mode", col="layer", kind="line",
+                    errorbar="sd", height=2.6, aspect=1.0, col_wrap=min(4, settings["layers"]))
+    g.set_axis_labels("epoch", label)
+    g.figure.suptitle(f"{label} per layer (mean ± sd over seeds)", y=1.03)
+    plt.show()
+
+# %% [markdown]
+# ## Paper against reproduced
+# Verdicts are ours and say when a number was not reproduced at this scale.
+
+# %%
+comparison = study.paper_vs_reproduced(out)
+comparison_path = store.write_frame("paper_vs_reproduced", comparison)
+display(comparison)

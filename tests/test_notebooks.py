@@ -1,0 +1,77 @@
+"""Every notebook runs under papermill with the smoke profile, and bad parameters fail first."""
+import time
+
+import jupytext
+import nbformat
+import pandas as pd
+import papermill
+import pytest
+
+from lib import PROJECT_ROOT
+from lib.params import ParameterError
+from lib.run_all import notebooks
+from lib.studies import margin_factorial
+
+NOTEBOOKS = notebooks()
+
+
+def test_every_notebook_has_a_parameters_cell_and_no_outputs():
+    assert NOTEBOOKS, "no notebooks found"
+    for path in NOTEBOOKS:
+        nb = nbformat.read(path, as_version=4)
+        tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+        assert len(tagged) == 1, f"{path.name}: exactly one cell tagged 'parameters'"
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                assert not cell.outputs and cell.execution_count is None, f"{path.name} is committed with outputs"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_jupytext_pair_is_in_sync(path):
+    paired = path.with_suffix(".py")
+    assert paired.exists(), f"{paired.name} (jupytext percent pair) is missing"
+    from_py = jupytext.read(paired)
+    from_ipynb = nbformat.read(path, as_version=4)
+    assert [c.source for c in from_py.cells] == [c.source for c in from_ipynb.cells], \
+        f"{path.name} and {paired.name} differ: run jupytext --sync {path}"
+
+
+def test_notebook_01_smoke_writes_records_and_tables(tmp_path):
+    out = tmp_path / "01.ipynb"
+    t0 = time.perf_counter()
+    papermill.execute_notebook(str(PROJECT_ROOT / "notebooks" / "01_margin_factorial.ipynb"), str(out),
+                               parameters={"profile": "smoke", "results_dir": str(tmp_path)},
+                               cwd=str(PROJECT_ROOT), kernel_name="python3", progress_bar=False)
+    elapsed = time.perf_counter() - t0
+    runs = list((tmp_path / "runs" / margin_factorial.STUDY / "smoke").glob("*.json"))
+    settings = margin_factorial.resolve({**_defaults(), "profile": "smoke"})
+    assert len(runs) == len(margin_factorial.plan(settings))
+    table = pd.read_csv(tmp_path / "tables" / f"{margin_factorial.STUDY}_smoke.csv")
+    assert len(table) == len(runs) and set(table.status) == {"ok"}
+    verdicts = pd.read_csv(tmp_path / "tables" / f"{margin_factorial.STUDY}_smoke_paper_vs_reproduced.csv")
+    assert {"quantity", "ours", "paper", "evidence", "verdict"} <= set(verdicts.columns)
+    assert elapsed < 120, f"smoke run took {elapsed:.0f} s (budget 60 s on an idle machine)"
+
+
+def _defaults() -> dict:
+    """The parameters cell of notebook 01, as a dict."""
+    nb = nbformat.read(PROJECT_ROOT / "notebooks" / "01_margin_factorial.ipynb", as_version=4)
+    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    namespace: dict = {}
+    exec(cell.source, namespace)
+    return {k: v for k, v in namespace.items() if not k.startswith("__")}
+
+
+@pytest.mark.parametrize("name,value", [("dataset", "imagenet"), ("m0", -0.2), ("margin_modes", ["clamp", "clip"]),
+                                        ("profile", "huge"), ("seeds", 0), ("stabilizers", []), ("lr", "fast")])
+def test_bad_parameter_fails_before_training_naming_it(name, value):
+    with pytest.raises(ParameterError, match=name):
+        margin_factorial.resolve({**_defaults(), name: value})
+
+
+def test_bad_parameter_fails_in_the_notebook_before_any_run(tmp_path):
+    with pytest.raises(papermill.PapermillExecutionError, match="m0"):
+        papermill.execute_notebook(str(PROJECT_ROOT / "notebooks" / "01_margin_factorial.ipynb"), str(tmp_path / "bad.ipynb"),
+                                   parameters={"profile": "smoke", "m0": -0.5, "results_dir": str(tmp_path)},
+                                   cwd=str(PROJECT_ROOT), kernel_name="python3", progress_bar=False)
+    assert not (tmp_path / "runs").exists()

@@ -1,0 +1,360 @@
+"""Tests of lib.results: hashing, record round trip, atomic writes, corruption, table."""
+from __future__ import annotations
+
+import errno
+import json
+import math
+import os
+from pathlib import Path
+from unittest import mock
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lib import results as R
+from lib.results import (FINISHED_STATUSES, ResultsStore, ResultsStoreError, ResultsStoreWarning,
+                         atomic_write_text, canonical_json, config_hash)
+
+FAKE_ENV = {"git_commit": "abc", "git_dirty": False, "python": "3", "torch": "t", "torchvision": None,
+            "numpy": "n", "platform": "p", "hostname": "h", "device": "cpu", "torch_threads": 1}
+
+CFG = {"loss": "supcon", "lr": 0.1, "seed": 0, "dataset": "cifar10", "betas": (0.9, 0.99)}
+
+
+@pytest.fixture
+def store(tmp_path):
+    # environment() spawns git; its own test is separate, keep the others fast.
+    with mock.patch.object(R, "environment", lambda exclude=(): dict(FAKE_ENV)):
+        yield ResultsStore(tmp_path / "res", "study1", "fast")
+
+
+def _write(store, config=CFG, status="ok", metrics=None, **kw):
+    return store.write(config, seed=config.get("seed", 0), dataset=config.get("dataset", "d"),
+                       status=status, metrics=metrics if metrics is not None else {"acc": 0.5},
+                       timings={"started_at": "2025-01-01T00:00:00.000+00:00", "wall_s": 1.5}, **kw)
+
+
+def _tmp_files(folder: Path) -> list[Path]:
+    return [p for p in folder.rglob("*") if p.name.endswith(".tmp")]
+
+
+# --------------------------------------------------------------------------- hashing
+
+def test_config_hash_independent_of_key_order():
+    a = {"a": 1, "b": {"x": 1.5, "y": [1, 2]}, "c": "s"}
+    b = {"c": "s", "b": {"y": [1, 2], "x": 1.5}, "a": 1}
+    assert list(a) != list(b)
+    assert config_hash(a) == config_hash(b)
+    assert canonical_json(a) == canonical_json(b) == '{"a":1,"b":{"x":1.5,"y":[1,2]},"c":"s"}'
+    assert len(config_hash(a)) == 16 and int(config_hash(a), 16) >= 0
+
+
+@pytest.mark.parametrize("key,new", [("a", 2), ("b", 1.5000000000000002), ("c", "t"),
+                                     ("d", [1, 3]), ("e", None), ("f", False)])
+def test_config_hash_changes_with_any_value(key, new):
+    base = {"a": 1, "b": 1.5, "c": "s", "d": [1, 2], "e": {"n": 1}, "f": True}
+    changed = dict(base, **{key: new})
+    assert config_hash(changed) != config_hash(base)
+    assert config_hash(dict(base, extra=0)) != config_hash(base)  # an added key changes it
+
+
+def test_config_hash_int_vs_float_are_distinct_and_tuples_are_lists():
+    # documented choice: 1 and 1.0 are different configs (JSON keeps the difference)
+    assert config_hash({"lr": 1}) != config_hash({"lr": 1.0})
+    assert config_hash({"flag": True}) != config_hash({"flag": 1})
+    # but the hash is stable for each: same type, same hash, also through numpy scalars
+    assert config_hash({"lr": 1.0}) == config_hash({"lr": np.float64(1.0)})
+    assert config_hash({"n": 3}) == config_hash({"n": np.int64(3)})
+    assert config_hash({"b": (1, 2)}) == config_hash({"b": [1, 2]})
+    assert canonical_json({"x": 0.1}) == '{"x":0.1}'  # repr-exact float
+
+
+def test_config_rejects_nonfinite_and_non_str_keys():
+    with pytest.raises(ValueError, match="non-finite"):
+        config_hash({"clip": float("inf")})
+    with pytest.raises(TypeError, match="must be a str"):
+        config_hash({1: "a"})
+
+
+# --------------------------------------------------------------------------- round trip
+
+def test_record_round_trips_with_nonfinite_and_curves(store):
+    metrics = {"acc": 0.9123456789012345, "loss_final": float("nan"), "grad_max": float("inf"),
+               "grad_min": float("-inf"), "n": 7, "name": "x",
+               "curves": {"train_loss": [1.0, float("nan"), 0.5], "per_layer": {"l0": [0.1, 0.2]}},
+               "epoch_acc": [0.1, 0.2, float("inf")]}
+    rec = _write(store, metrics=metrics, error=None, extra={"note": "hi", "v": float("nan")})
+    path = store.runs_dir / f"{rec['run_id']}.json"
+    text = path.read_text()
+    json.loads(text, parse_constant=lambda c: pytest.fail(f"non-strict JSON token {c}"))
+    loaded = store.load(rec["run_id"])
+    assert set(loaded) == R._RECORD_KEYS
+    assert loaded["schema_version"] == R.SCHEMA_VERSION
+    assert loaded["run_id"] == loaded["config_hash"] == config_hash(CFG) == store.run_id(CFG)
+    assert loaded["config"] == {**CFG, "betas": [0.9, 0.99]}
+    assert (loaded["study"], loaded["profile"], loaded["seed"], loaded["dataset"]) == \
+        ("study1", "fast", 0, "cifar10")
+    m = loaded["metrics"]
+    assert m["acc"] == metrics["acc"] and m["n"] == 7 and m["name"] == "x"
+    assert isinstance(m["loss_final"], float) and math.isnan(m["loss_final"])
+    assert m["grad_max"] == math.inf and m["grad_min"] == -math.inf
+    assert m["curves"]["train_loss"][0] == 1.0 and math.isnan(m["curves"]["train_loss"][1])
+    assert m["curves"]["per_layer"] == {"l0": [0.1, 0.2]}
+    assert m["epoch_acc"] == [0.1, 0.2, math.inf]
+    assert loaded["extra"]["note"] == "hi" and math.isnan(loaded["extra"]["v"])
+    assert loaded["environment"] == FAKE_ENV
+    assert loaded["timings"]["wall_s"] == 1.5
+    # write() returns what load() gives back (modulo nan identity)
+    assert canonical_json({k: v for k, v in rec.items() if k not in ("metrics", "extra")}) == \
+        canonical_json({k: v for k, v in loaded.items() if k not in ("metrics", "extra")})
+
+
+@pytest.mark.parametrize("status,finished", [("ok", True), ("diverged", True), ("failed", False)])
+def test_is_finished_by_status(store, status, finished):
+    assert not store.is_finished(CFG)  # absent
+    _write(store, status=status, error="Traceback..." if status == "failed" else None)
+    assert store.is_finished(CFG) is finished
+    assert (status in FINISHED_STATUSES) is finished
+    assert not store.is_finished(dict(CFG, lr=0.2))  # another config is still absent
+
+
+def test_write_rejects_bad_status_and_contradicting_seed(store):
+    with pytest.raises(ValueError, match="status"):
+        _write(store, status="done")
+    with pytest.raises(ValueError, match="seed"):
+        store.write(CFG, seed=1, dataset="cifar10", status="ok", metrics={}, timings={})
+    assert store.records() == []
+
+
+# --------------------------------------------------------------------------- atomicity
+
+def test_crash_during_replace_keeps_old_file_and_no_temp(store, monkeypatch):
+    rec = _write(store, metrics={"acc": 0.5})
+    path = store.path(rec["run_id"])
+    before = path.read_bytes()
+
+    def boom(*a, **k):
+        raise KeyboardInterrupt("killed mid-write")
+
+    monkeypatch.setattr(R.os, "replace", boom)
+    with pytest.raises(KeyboardInterrupt):
+        _write(store, metrics={"acc": 0.99})
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert _tmp_files(store.root) == []
+    assert store.load(rec["run_id"])["metrics"]["acc"] == 0.5
+
+
+def test_crash_during_serialisation_keeps_old_file(tmp_path, monkeypatch):
+    path = tmp_path / "a" / "f.txt"
+    atomic_write_text(path, "old\n")
+
+    real_fdopen = os.fdopen
+
+    def fdopen(fd, *a, **k):  # the file object fails half way through the write
+        f = real_fdopen(fd, *a, **k)
+        real_write = f.write
+
+        class Wrapper:
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                f.close()
+
+            def write(self, text):
+                real_write(text[:3])
+                f.flush()
+                raise RuntimeError("serialisation failed")
+
+            def __getattr__(self, name):
+                return getattr(f, name)
+
+        return Wrapper()
+
+    monkeypatch.setattr(R.os, "fdopen", fdopen)
+    with pytest.raises(RuntimeError, match="serialisation failed"):
+        atomic_write_text(path, "new content\n")
+    monkeypatch.undo()
+    assert path.read_text() == "old\n"
+    assert _tmp_files(tmp_path) == []
+
+
+def test_disk_full_raises_store_error_naming_path(store, monkeypatch):
+    rec = _write(store)
+    path = store.path(rec["run_id"])
+    before = path.read_bytes()
+
+    def fsync(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(R.os, "fsync", fsync)
+    with pytest.raises(ResultsStoreError) as ei:
+        _write(store, metrics={"acc": 0.7})
+    monkeypatch.undo()
+    assert str(path) in str(ei.value) and "No space left" in str(ei.value)
+    assert ei.value.path == path and ei.value.cause.errno == errno.ENOSPC
+    assert path.read_bytes() == before and _tmp_files(store.root) == []
+
+
+def _writes_blocked(folder: Path) -> bool:
+    try:
+        (folder / ".probe").write_text("x")
+    except PermissionError:
+        return True
+    (folder / ".probe").unlink()
+    return False
+
+
+def test_read_only_folder_raises_store_error_and_keeps_records(store, monkeypatch):
+    rec = _write(store)
+    path = store.path(rec["run_id"])
+    before = path.read_bytes()
+    folder = store.runs_dir
+    os.chmod(folder, 0o555)
+    try:
+        if not _writes_blocked(folder):  # running as root: chmod does not stop writes; simulate
+            real_open = os.open
+
+            def ro_open(p, flags, *a, **k):
+                if Path(p).parent == folder and flags & os.O_CREAT:
+                    raise PermissionError(errno.EACCES, "Permission denied", str(p))
+                return real_open(p, flags, *a, **k)
+
+            monkeypatch.setattr(R.os, "open", ro_open)
+        with pytest.raises(ResultsStoreError) as ei:
+            _write(store, metrics={"acc": 0.8})
+        assert str(path) in str(ei.value)
+        assert isinstance(ei.value.cause, PermissionError)
+        with pytest.raises(ResultsStoreError, match="Permission denied"):
+            _write(store, config=dict(CFG, lr=0.3))  # a new record cannot be created either
+    finally:
+        monkeypatch.undo()
+        os.chmod(folder, 0o755)
+    assert path.read_bytes() == before
+    assert [r["run_id"] for r in store.records()] == [rec["run_id"]]
+    assert _tmp_files(store.root) == []
+
+
+# --------------------------------------------------------------------------- corruption
+
+@pytest.mark.parametrize("content", [b'{"schema_version": 1, "run_id": "ab', b"", b"\xff\xfe",
+                                     b"[1, 2]", b'{"schema_version": 1}'])
+def test_corrupt_record_warned_and_skipped(store, content):
+    good = _write(store)
+    bad_id = "0123456789abcdef"
+    bad = store.runs_dir / f"{bad_id}.json"
+    bad.write_bytes(content)
+    with pytest.warns(ResultsStoreWarning, match=str(bad).replace("\\", "\\\\")):
+        assert store.load(bad_id) is None
+    with pytest.warns(ResultsStoreWarning, match=str(bad).replace("\\", "\\\\")):
+        recs = store.records()
+    assert [r["run_id"] for r in recs] == [good["run_id"]]
+    with pytest.warns(ResultsStoreWarning):
+        t = store.table()
+    assert list(t["run_id"]) == [good["run_id"]]
+
+
+def test_truncated_real_record_is_corrupt_and_not_finished(store):
+    rec = _write(store)
+    path = store.path(rec["run_id"])
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.warns(ResultsStoreWarning, match="corrupt"):
+        assert not store.is_finished(CFG)
+    with pytest.warns(ResultsStoreWarning):
+        assert store.records() == []
+
+
+def test_record_under_wrong_name_is_corrupt(store):
+    rec = _write(store)
+    other = store.runs_dir / "ffffffffffffffff.json"
+    other.write_bytes(store.path(rec["run_id"]).read_bytes())
+    with pytest.warns(ResultsStoreWarning, match="differs from the file name"):
+        assert len(store.records()) == 1
+
+
+# --------------------------------------------------------------------------- table
+
+def _fill(store):
+    cfgs = [dict(seed=s, dataset="cifar10", loss=loss, lr=lr)
+            for s in (0, 1) for loss, lr in (("supcon", 0.1), ("margin", 0.05))]
+    cfgs[1]["extra_key"] = [1, 2]
+    for i, c in enumerate(cfgs):
+        _write(store, config=c, status="ok" if i != 2 else "diverged",
+               metrics={"acc": 0.1 * i, "zloss": float("nan") if i == 3 else 1.0,
+                        "curve": [1.0, 2.0], "per": {"a": [1]}})
+    return cfgs
+
+
+def test_table_columns_order_rows_and_csv_stability(store):
+    _fill(store)
+    t = store.table()
+    assert list(t.columns) == [
+        "study", "profile", "run_id", "seed", "dataset", "status",
+        "config.dataset", "config.extra_key", "config.loss", "config.lr", "config.seed",
+        "metric.acc", "metric.zloss",
+        "git_commit", "git_dirty", "torch", "device", "started_at", "wall_s"]
+    assert list(t["run_id"]) == sorted(t["run_id"]) and len(t) == 4
+    assert set(t["status"]) == {"ok", "diverged"}
+    assert t["config.extra_key"].dropna().tolist() == ["[1,2]"]
+    p1 = store.write_table()
+    assert p1 == store.root / "tables" / "study1_fast.csv"
+    first = p1.read_bytes()
+    p2 = store.write_table()
+    assert p2 == p1 and p2.read_bytes() == first
+    back = pd.read_csv(p1)
+    assert list(back.columns) == list(t.columns)
+    assert list(back["run_id"]) == sorted(back["run_id"])
+    assert b"\r\n" not in first
+    assert _tmp_files(store.root) == []
+
+
+def test_table_of_empty_store_has_fixed_columns(store):
+    t = store.table()
+    assert len(t) == 0
+    assert list(t.columns) == [*R.TABLE_LEAD_COLUMNS, *R.TABLE_TAIL_COLUMNS]
+
+
+# --------------------------------------------------------------------------- environment
+
+def test_environment_fields():
+    env = R.environment()
+    assert set(env) == {"git_commit", "git_dirty", "python", "torch", "torchvision", "numpy",
+                        "platform", "hostname", "device", "torch_threads"}
+    assert isinstance(env["git_dirty"], bool)
+    assert env["git_commit"] == "unknown" or len(env["git_commit"]) == 40
+    assert env["device"] == "cpu" or isinstance(env["device"], str)
+
+
+def test_environment_without_git(monkeypatch):
+    monkeypatch.setattr(R, "_git", lambda args, cwd: None)
+    env = R.environment()
+    assert env["git_commit"] == "unknown" and env["git_dirty"] is False
+
+
+# --------------------------------------------------------------------------- property
+
+json_scalars = (st.none() | st.booleans() | st.integers(-2**70, 2**70)
+                | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8))
+json_values = st.recursive(
+    json_scalars,
+    lambda kids: st.lists(kids, max_size=3) | st.tuples(kids, kids)
+    | st.dictionaries(st.text(max_size=5), kids, max_size=3),
+    max_leaves=10)
+configs = st.dictionaries(st.text(max_size=6), json_values, max_size=5)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(config=configs)
+def test_any_json_config_round_trips(store, config):
+    config = {k: v for k, v in config.items() if k not in ("seed", "dataset")}
+    rec = store.write(config, seed=3, dataset="d", status="ok", metrics={}, timings={})
+    loaded = store.load(rec["run_id"])
+    assert loaded is not None
+    assert canonical_json(loaded["config"]) == canonical_json(config)
+    assert config_hash(loaded["config"]) == config_hash(config) == loaded["run_id"]
+    assert store.is_finished(config)

@@ -1,0 +1,81 @@
+"""The dispatcher: resume after a kill, failures recorded and retried, parallel workers."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from lib.cff import cff_config, train_cff
+from lib.results import ResultsStore
+from lib.sweep import run_sweep
+
+from tests.conftest import TINY_CFF
+
+SWEEP_SCRIPT = textwrap.dedent("""
+    import sys
+    from lib.cff import cff_config, train_cff
+    from lib.results import ResultsStore
+    from lib.sweep import run_sweep
+    from tests.conftest import TINY_CFF
+    store = ResultsStore(sys.argv[1], "sweep_test", "smoke")
+    configs = [cff_config(seed=s, **TINY_CFF) for s in range(6)]
+    run_sweep(store, configs, train_cff, progress=False)
+""")
+
+
+def test_killed_sweep_resumes_and_records_every_run_once(tmp_path):
+    root = Path(__file__).resolve().parents[1]
+    runs = tmp_path / "runs" / "sweep_test" / "smoke"
+    cmd = [sys.executable, "-c", SWEEP_SCRIPT, str(tmp_path)]
+    proc = subprocess.Popen(cmd, cwd=root, start_new_session=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list(runs.glob("*.json"))) < 2:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)  # mid-sweep, no chance to clean up
+    proc.wait()
+    before = {p.name: p.read_text() for p in runs.glob("*.json")}
+    assert 2 <= len(before) < 6, "the kill should land part-way through the sweep"
+    subprocess.run(cmd, cwd=root, check=True)
+    after = {p.name: p.read_text() for p in runs.glob("*.json")}
+    assert len(after) == 6
+    assert not list(runs.glob(".*"))  # no temp file left behind
+    for name, text in before.items():
+        assert after[name] == text  # finished runs were not re-run
+    records = [json.loads(t) for t in after.values()]
+    assert sorted(r["seed"] for r in records) == list(range(6))
+    assert all(r["status"] == "ok" for r in records)
+
+
+def _flaky(*, data_root=None, progress=None, **config):
+    if config["seed"] == 1:
+        raise RuntimeError("boom")
+    return {"status": "ok", "top1": 0.5 + config["seed"]}
+
+
+def test_failed_run_is_recorded_and_retried(tmp_path):
+    store = ResultsStore(tmp_path, "sweep_test", "smoke")
+    configs = [cff_config(seed=s, **TINY_CFF) for s in range(3)]
+    records = run_sweep(store, configs, _flaky, progress=False)
+    assert [r["status"] for r in records] == ["ok", "failed", "ok"]
+    assert "boom" in records[1]["error"]
+    calls = []
+
+    def counting(**kw):
+        calls.append(kw["seed"])
+        return {"status": "ok", "top1": 1.0}
+
+    run_sweep(store, configs, counting, progress=False)
+    assert calls == [1]  # only the failed run is done again
+
+
+def test_parallel_workers_give_the_same_records_as_one_process(tmp_path):
+    configs = [cff_config(seed=s, **TINY_CFF) for s in range(2)]
+    serial = run_sweep(ResultsStore(tmp_path / "a", "t", "smoke"), configs, train_cff, progress=False)
+    parallel = run_sweep(ResultsStore(tmp_path / "b", "t", "smoke"), configs, train_cff, workers=2, progress=False)
+    for s, p in zip(serial, parallel):
+        assert s["run_id"] == p["run_id"]
+        assert s["metrics"]["curves"] == p["metrics"]["curves"]
+        assert s["metrics"]["top1"] == p["metrics"]["top1"]
