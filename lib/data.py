@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import os
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,7 +104,9 @@ def load_dataset(
     ``shapes`` ``image_size`` is instead the size the images are generated at (default 16).
 
     ``options`` are only for ``shapes``: ``num_classes`` (10), ``difficulty`` in [0, 1] (0.3),
-    ``n_train`` (5000), ``n_test`` (1000), ``seed`` (0); see :func:`make_shapes`.
+    ``n_train`` (5000), ``n_test`` (1000), ``seed`` (0). Its classes are random low-frequency
+    colour patterns; difficulty adds translation, contrast loss and noise (see
+    :func:`_make_shapes`): ~100% nearest-centroid accuracy at 0, near chance at 1.
     """
     if name not in DATASETS:
         raise ValueError(f"name={name!r} is not a known dataset; choose one of {', '.join(DATASETS)}")
@@ -125,7 +128,7 @@ def load_dataset(
                 f"allowed: {', '.join(_SHAPES_DEFAULTS)}"
             )
         size = _SHAPES_IMAGE_SIZE if image_size is None else image_size
-        x_tr, y_tr, x_te, y_te, classes, source = make_shapes(
+        x_tr, y_tr, x_te, y_te, classes, source = _make_shapes(
             **{**_SHAPES_DEFAULTS, **options}, image_size=size
         )
         image_size = None  # already generated at the requested size
@@ -184,11 +187,18 @@ def _load_real(name, data_root, download, cache_dir):
 
 def _load_npz(path: Path, expected_classes: int):
     """Read a prepared ``<name>.npz`` (NHWC or NHW uint8) into NCHW tensors, validating it."""
-    with np.load(path, allow_pickle=False) as d:
-        missing = [k for k in ("x_train", "y_train", "x_test", "y_test", "classes") if k not in d.files]
-        if missing:
-            raise ValueError(f"{path}: missing key(s) {', '.join(missing)} (has {', '.join(d.files)})")
-        arrays = {k: d[k] for k in ("x_train", "y_train", "x_test", "y_test", "classes")}
+    keys = ("x_train", "y_train", "x_test", "y_test", "classes")
+    try:
+        with np.load(path, allow_pickle=False) as d:
+            missing = [k for k in keys if k not in d.files]
+            if missing:
+                raise ValueError(f"{path}: missing key(s) {', '.join(missing)} (has {', '.join(d.files)})")
+            arrays = {k: d[k] for k in keys}
+    # A truncated download or an object (pickled) array: say which file, not just what failed.
+    except (OSError, ValueError, zipfile.BadZipFile) as err:
+        if str(path) in str(err):
+            raise
+        raise ValueError(f"{path}: cannot be read as a prepared-arrays npz ({err})") from err
     xs = []
     for key in ("x_train", "x_test"):
         x = arrays[key]
@@ -285,31 +295,32 @@ def _load_digits():
             torch.from_numpy(y_te), classes, source)
 
 
-def make_shapes(
-    num_classes: int = 10,
-    difficulty: float = 0.3,
-    n_train: int = 5000,
-    n_test: int = 1000,
-    image_size: int = _SHAPES_IMAGE_SIZE,
-    seed: int = 0,
+def _make_shapes(
+    num_classes: int,
+    difficulty: float,
+    n_train: int,
+    n_test: int,
+    image_size: int,
+    seed: int,
 ):
     """Procedural RGB dataset whose class count and difficulty are knobs.
 
     Each class has a fixed prototype: per colour channel, a random low-frequency periodic
     pattern (a sum of plane waves of 1-2 cycles per image with Gaussian coefficients),
     normalised to unit RMS, so that 100 classes still get clearly distinct prototypes. A sample
-    is its class prototype circularly translated, with its contrast reduced and Gaussian pixel
-    noise added; all three grow with ``difficulty`` d:
+    is its class prototype translated (circularly, sub-pixel), with its contrast reduced and
+    Gaussian pixel noise added; all three grow with ``difficulty`` d:
 
     - translation uniform in +-d*S/2 pixels per axis (at d = 1 every shift is equally likely,
-      so the class means are all flat grey and pixel-linear classifiers are at chance);
-    - contrast multiplied by 1 - 0.9*d*u, u ~ U(0, 1);
-    - noise std 0.03 + 0.3*d (in [0, 1] units, against a pattern RMS of 0.18).
+      so every class mean is flat grey and pixel-linear classifiers are at chance);
+    - pattern amplitude 0.18 * (1 - 0.8*d) * (1 - 0.9*d*u), u ~ U(0, 1), in [0, 1] units;
+    - noise std 0.03 + 0.3*d.
 
-    At d = 0 a nearest-centroid classifier on pixels is near 100% accurate. The same uniform
-    and normal draws are scaled by d, so a sweep over d with one seed changes only the
-    difficulty. Labels are class-balanced. Returns ``(x_train, y_train, x_test, y_test,
-    classes, source)``; the same arguments always give identical tensors.
+    At d = 0 a nearest-centroid classifier on pixels is ~100% accurate; at d = 1 the signal is
+    so far below the noise that even a translation-invariant classifier (logistic regression on
+    |FFT|) is near chance. The same uniform and normal draws are scaled by d, so a sweep over d
+    with one seed changes only the difficulty. Labels are class-balanced. Returns ``(x_train,
+    y_train, x_test, y_test, classes, source)``; the same arguments give identical tensors.
     """
     for key, value, low in (("num_classes", num_classes, 2), ("n_train", n_train, num_classes),
                             ("n_test", n_test, num_classes), ("image_size", image_size, 8)):
@@ -341,7 +352,7 @@ def _shape_prototypes(num_classes: int, size: int, g: torch.Generator):
     and sub-pixel: it is a rotation of each wave's (cos, sin) coefficient pair.
     """
     # Frequencies (fy, fx) of 1-2 cycles per image, one of each +-f pair, no DC term.
-    freqs = torch.tensor([(fy, fx) for fy in range(-2, 3) for fx in range(0, 3)
+    freqs = torch.tensor([(fy, fx) for fy in range(-2, 3) for fx in range(3)
                           if (fx > 0 or fy > 0)], dtype=torch.float32)
     pos = torch.arange(size, dtype=torch.float32)
     phase = 2 * math.pi * (freqs[:, 0, None, None] * pos[:, None] + freqs[:, 1, None, None] * pos) / size
@@ -367,7 +378,7 @@ def _shape_samples(prototypes, n: int, d: float, g: torch.Generator):
     theta = 2 * math.pi * (u_shift * (d * size / 2)) @ freqs.T / size  # [n, F]
     cos, sin = theta.cos()[:, None], theta.sin()[:, None]
     a, b = coef[y].chunk(2, dim=2)
-    contrast = 0.18 * (1 - 0.9 * d * u_contrast)[:, None, None]
+    contrast = 0.18 * ((1 - 0.8 * d) * (1 - 0.9 * d * u_contrast))[:, None, None]
     shifted = torch.cat([a * cos - b * sin, a * sin + b * cos], dim=2) * contrast
     x = (shifted @ basis).view(n, c, size, size)
     x += noise.mul_(0.03 + 0.3 * d)

@@ -15,7 +15,7 @@ def clamp_activation_rate(z: torch.Tensor, labels: torch.Tensor, margin: float) 
     MARGIN paper's wording). It is measured for every margin mode: under ``subtract`` it says
     what clamping would have hit. NaN when the batch has no positive pair.
     """
-    f = F.normalize(z.float(), dim=1)
+    f = F.normalize(z.to(torch.promote_types(z.dtype, torch.float32)), dim=1)  # no half-precision counts
     pos = positive_mask(labels)
     n_pos = int(pos.sum())
     if n_pos == 0:
@@ -30,4 +30,6 @@ def positive_pair_density(labels: torch.Tensor) -> float:
 
     For a class-balanced batch of 2N views over K classes this is 2N/K - 1.
     """
+    if len(labels) == 0:
+        raise ValueError("labels is empty: the density of an empty batch is undefined")
     return float(positive_mask(labels).sum()) / len(labels)

@@ -31,7 +31,8 @@ def margin_schedule(m0: float, m_last: float, layers: int) -> list[float]:
             raise ValueError(f"{name}={m} must be a finite margin >= 0")
     if layers == 1:
         return [float(m0)]
-    return [m0 + (m_last - m0) * l / (layers - 1) for l in range(layers)]
+    steps = [l / (layers - 1) for l in range(layers)]
+    return [m0 * (1 - t) + m_last * t for t in steps]  # exact at both ends
 
 
 def positive_mask(labels: torch.Tensor) -> torch.Tensor:
@@ -93,7 +94,7 @@ def margin_supcon(
     log_denominator = torch.logsumexp(a.masked_fill(~not_self, float("-inf")), dim=1, keepdim=True)
     log_p = a - log_denominator
     if mode == "subtract":
-        log_p = log_p - m * pos
+        log_p = torch.where(pos, log_p - m, log_p)
 
     n_pos = pos.sum(dim=1)
     pos_log_p = (log_p * pos).sum(dim=1)  # masked entries are finite, so multiplying is safe

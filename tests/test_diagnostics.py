@@ -132,11 +132,6 @@ def test_car_accepts_tensors_requiring_grad():
     assert isinstance(car, float) and 0.0 <= car <= 1.0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="lib.diagnostics.clamp_activation_rate casts z to float32 (z.float()), so for float64 "
-    "features a pair with s + m - 1 = 3e-9 is not counted although the float64 loss saturates it",
-)
 def test_car_keeps_float64_precision():
     phi = math.acos(0.6 + 3e-9)
     z = torch.tensor([[1.0, 0.0], [math.cos(phi), math.sin(phi)]], dtype=DT)

@@ -25,7 +25,7 @@ PROFILES = {
     "quick": dict(dataset="shapes", dataset_options={"num_classes": 10, "difficulty": 0.3, "n_train": 3000, "n_test": 1000},
                   seeds=5, layers=3, width=32, heads=2, patch=4, epochs=6, batch_size=256, train_subset=0,
                   probe_epochs=30, dose_seeds=5, workers=2),
-    "cpu": dict(dataset="cifar10", dataset_options={}, seeds=7, layers=4, width=64, heads=4, patch=4, epochs=10,
+    "cpu": dict(dataset="cifar10", dataset_options={}, seeds=7, layers=4, width=64, heads=4, patch=4, epochs=8,
                 batch_size=256, train_subset=0, probe_epochs=50, dose_seeds=7, workers=2),
     "paper": dict(dataset="cifar10", dataset_options={}, seeds=7, layers=8, width=128, heads=4, patch=4, epochs=600,
                   batch_size=512, train_subset=0, probe_epochs=50, dose_seeds=7, workers=1),
