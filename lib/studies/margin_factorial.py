@@ -107,6 +107,20 @@ def variance_comparison(a: np.ndarray, b: np.ndarray, *, seed: int = 0) -> dict:
                 levene_p=lev["levene"].p_value, brown_forsythe_p=lev["brown_forsythe"].p_value)
 
 
+def stabilizer_pairs(main: pd.DataFrame) -> dict:
+    """Compare detach and direct runs of the same margin mode and seed.
+
+    The two stabilisers give the same gradients in exact arithmetic. With L2-normalised features
+    the row max is the diagonal s_ii / tau = 1 / tau, whose gradient through the normalisation is
+    zero, so in practice the runs can agree bit for bit; then each pair is one observation.
+    """
+    wide = main.pivot_table(index=["margin_mode", "seed"], columns="stabilizer", values="top1", aggfunc="first")
+    if wide.shape[1] < 2:
+        return {"pairs": 0, "identical": 0, "max_abs_diff_pts": float("nan")}
+    diff = (wide.iloc[:, 0] - wide.iloc[:, 1]).dropna()
+    return {"pairs": len(diff), "identical": int((diff == 0).sum()), "max_abs_diff_pts": float(100 * diff.abs().max())}
+
+
 def analyze(runs: pd.DataFrame, s: dict) -> dict:
     """Every quantity of STUDIES.md study 1, from the runs frame. Accuracies in percent."""
     ok = runs[runs.status == "ok"]
@@ -128,6 +142,12 @@ def analyze(runs: pd.DataFrame, s: dict) -> dict:
         out["car_layer0_subtract"] = 100 * subtract.car_layer0.mean()
         out["grad_norm_ratio_subtract_over_clamp"] = subtract.grad_norm_layer0.mean() / clamp.grad_norm_layer0.mean()
         out["power"] = stats.seeds_for_power(a, b)
+        out["stabilizer_pairs"] = stabilizer_pairs(main)
+        if out["stabilizer_pairs"]["identical"] and len(s["stabilizers"]) > 1:
+            # Identical twins are one observation, not two: test on one stabiliser's runs alone.
+            first = main[main.stabilizer == s["stabilizers"][0]]
+            out["one_stabilizer"] = variance_comparison(100 * first[first.margin_mode == "clamp"].top1.to_numpy(),
+                                                        100 * first[first.margin_mode == "subtract"].top1.to_numpy())
         if main.stabilizer.nunique() > 1 or main.margin_mode.nunique() > 1:
             frame = main.assign(top1_pct=100 * main.top1)
             out["anova"] = stats.two_way_anova(frame, "top1_pct", "margin_mode", "stabilizer")
@@ -163,6 +183,17 @@ def paper_vs_reproduced(out: dict) -> pd.DataFrame:
         "reproduced (p < 0.05)" if p["f_p"] < 0.05 else "not reproduced at this scale (p >= 0.05)")
     row("bootstrap 95% CI of VR", f"[{p['ci_low']:.2f}, {p['ci_high']:.2f}]", "[1.62, 15.80]", "[paper]",
         "excludes 1, as published" if p["ci_low"] > 1 else ("excludes 1, opposite side" if p["ci_high"] < 1 else "includes 1: not reproduced at this scale"))
+    if "one_stabilizer" in out:
+        o = out["one_stabilizer"]
+        row(f"VR on one stabiliser's runs only ({o['n_a']} vs {o['n_b']}; F-test p)", f"{o['vr']:.2f} (p = {o['f_p']:.3g})",
+            "5.90 (p = 0.003)", "[ours]", _verdict_significant_ratio(o["vr"], o["f_p"], 5.90)
+            + "; the honest test when detach and direct runs are identical twins")
+    sp = out["stabilizer_pairs"]
+    if sp["pairs"]:
+        row("detach vs direct at the same seed", f"{sp['identical']}/{sp['pairs']} identical, max |diff| {sp['max_abs_diff_pts']:.3g} pts",
+            "gradient-neutral: can act only through floating point", "[ours]",
+            "identical twins: pooling them doubles the F-test's degrees of freedom" if sp["identical"] == sp["pairs"]
+            else "differ through floating point only" if sp["max_abs_diff_pts"] < 5 else "differ by more than floating point should explain")
     car = out["car_layer0_clamp"]
     row("layer-0 clamp activation rate (clamp arm)", f"{car:.1f}%", "60.7%", "[paper]",
         "close (within 15 points)" if abs(car - 60.7) <= 15 else "differs by more than 15 points")
