@@ -112,6 +112,30 @@ def get_dataset(config: dict, data_root: str | None = None):
     return _cached_dataset(config["dataset"], data_root, tuple(sorted(config["dataset_options"].items())))
 
 
+def cff_step(model: CFFViT, optimizer: torch.optim.Optimizer, views: torch.Tensor, labels: torch.Tensor,
+             margins: list[float], *, margin_mode: str, stabilizer: str, temperature: float) -> torch.Tensor | None:
+    """One layer-local step on the stacked views ``[view1; view2]`` and their labels.
+
+    Returns a float64 [3, L] tensor of each layer's loss, clamp activation rate and gradient norm,
+    or None, without updating, when the loss is not finite.
+    """
+    losses, cars = [], []
+    for layer, tokens in enumerate(model(views, local=True)):
+        feats = tokens.mean(dim=1)
+        losses.append(margin_supcon(feats, labels, margins[layer], mode=margin_mode,
+                                    stabilizer=stabilizer, temperature=temperature))
+        cars.append(clamp_activation_rate(feats.detach(), labels, margins[layer]))
+    losses = torch.stack(losses)
+    total = losses.sum()
+    if not torch.isfinite(total):
+        return None
+    optimizer.zero_grad(set_to_none=True)
+    total.backward()  # inputs are detached between layers: each layer gets its own loss's gradient
+    grad_norms = torch.stack([nn.utils.get_total_norm([p.grad for p in layer.parameters()]) for layer in model.layers])
+    optimizer.step()
+    return torch.stack([losses.detach().double(), torch.tensor(cars, dtype=torch.float64), grad_norms.double()])
+
+
 def train_cff(*, data_root: str | None = None, progress: bool | None = None, **params) -> dict:
     """Train a CFF ViT layer by layer, then probe it; return metrics and per-epoch curves.
 
@@ -139,7 +163,6 @@ def train_cff(*, data_root: str | None = None, progress: bool | None = None, **p
                    width=c["width"], heads=c["heads"], layers=c["layers"])
     optimizer = torch.optim.AdamW(model.parameters(), lr=c["lr"], weight_decay=c["weight_decay"])
     margins = margin_schedule(c["m0"], c["m_last"], c["layers"])
-    layer_params = [list(layer.parameters()) for layer in model.layers]
 
     curves = {"loss": [], "car": [], "grad_norm": []}
     densities = []
@@ -156,21 +179,12 @@ def train_cff(*, data_root: str | None = None, progress: bool | None = None, **p
             views = torch.cat([augment(x, padding=c["padding"], flip=c["flip"], mean=ds.mean, std=ds.std, generator=gen)
                                for _ in range(2)])
             labels = torch.cat([y, y])
-            losses = []
-            for l, tokens in enumerate(model(views, local=True)):
-                feats = tokens.mean(dim=1)
-                losses.append(margin_supcon(feats, labels, margins[l], mode=c["margin_mode"],
-                                            stabilizer=c["stabilizer"], temperature=c["temperature"]))
-                sums[1, l] += clamp_activation_rate(feats.detach(), labels, margins[l])
-            total = torch.stack(losses).sum()
-            if not torch.isfinite(total):
+            step = cff_step(model, optimizer, views, labels, margins, margin_mode=c["margin_mode"],
+                            stabilizer=c["stabilizer"], temperature=c["temperature"])
+            if step is None:
                 status = "diverged"
                 break
-            optimizer.zero_grad(set_to_none=True)
-            total.backward()
-            sums[0] += torch.stack(losses).detach().double()
-            sums[2] += torch.stack([nn.utils.get_total_norm([p.grad for p in ps]) for ps in layer_params]).double()
-            optimizer.step()
+            sums += step
             densities.append(positive_pair_density(labels))
             steps += 1
         if steps:
