@@ -23,7 +23,7 @@ from functools import lru_cache
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from tqdm.auto import tqdm
+from tqdm import tqdm  # plain bar: disable=None hides it off a terminal, e.g. under papermill
 
 from lib import params
 from lib.augment import augment, normalize

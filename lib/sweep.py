@@ -13,7 +13,7 @@ from multiprocessing import get_context
 from typing import Callable
 
 import torch
-from tqdm.auto import tqdm
+from tqdm import tqdm  # plain bar: disable=None hides it off a terminal, e.g. under papermill
 
 from lib.results import ResultsStore, utc_now
 

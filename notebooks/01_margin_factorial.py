@@ -30,28 +30,30 @@
 # and `lib/studies/margin_factorial.py`.
 
 # %% tags=["parameters"]
+from typing import Optional
+
 profile: str = "quick"  # smoke | quick | cpu | paper: every parameter left as None takes the profile's value
-dataset: str | None = None  # cifar10 | cifar100 | svhn | fashion_mnist | mnist | digits | shapes
-dataset_options: dict | None = None  # lib.data.load_dataset options, e.g. {"num_classes": 10, "difficulty": 0.3}
-data_root: str | None = None  # folder of <name>.npz arrays; None: $DATA_ROOT, then torchvision's cache
-seeds: int | None = None  # seeds per factorial cell (paper: 7)
+dataset: Optional[str] = None  # cifar10 | cifar100 | svhn | fashion_mnist | mnist | digits | shapes
+dataset_options: Optional[dict] = None  # lib.data.load_dataset options, e.g. {"num_classes": 10, "difficulty": 0.3}
+data_root: Optional[str] = None  # folder of <name>.npz arrays; None: $DATA_ROOT, then torchvision's cache
+seeds: Optional[int] = None  # seeds per factorial cell (paper: 7)
 margin_modes: list = ["clamp", "subtract"]  # margin treatments compared [paper]
 stabilizers: list = ["detach", "direct"]  # logit stabilisers compared [paper]
 m0: float = 0.4  # layer-0 margin [code]
 m_last: float = 0.1  # last-layer margin; linear in between [code]
 dose_m0: float = 0.2  # layer-0 margin of the dose-response probe [summary]
-dose_seeds: int | None = None  # clamp seeds at dose_m0 (0 skips the probe)
+dose_seeds: Optional[int] = None  # clamp seeds at dose_m0 (0 skips the probe)
 temperature: float = 0.15  # contrastive temperature [code]
 lr: float = 0.004  # AdamW learning rate of every layer [code]
-layers: int | None = None  # encoder layers (paper: 8)
-width: int | None = None  # embedding width E (paper: 128)
-heads: int | None = None  # attention heads (paper: 4)
-patch: int | None = None  # patch size (paper: 4)
-epochs: int | None = None  # contrastive epochs (CFF default 600; MARGIN's count unknown)
-batch_size: int | None = None  # images per batch, two views each (paper: 512)
-train_subset: int | None = None  # use this many training images (0: all)
-probe_epochs: int | None = None  # linear-probe epochs [code: 50]
-workers: int | None = None  # runs in parallel processes; the cores are divided among them
+layers: Optional[int] = None  # encoder layers (paper: 8)
+width: Optional[int] = None  # embedding width E (paper: 128)
+heads: Optional[int] = None  # attention heads (paper: 4)
+patch: Optional[int] = None  # patch size (paper: 4)
+epochs: Optional[int] = None  # contrastive epochs (CFF default 600; MARGIN's count unknown)
+batch_size: Optional[int] = None  # images per batch, two views each (paper: 512)
+train_subset: Optional[int] = None  # use this many training images (0: all)
+probe_epochs: Optional[int] = None  # linear-probe epochs [code: 50]
+workers: Optional[int] = None  # runs in parallel processes; the cores are divided among them
 results_dir: str = "results"  # records and tables go here (relative to the project root)
 force: bool = False  # re-run configs that already have a finished record
 
