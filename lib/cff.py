@@ -133,7 +133,8 @@ def cff_step(model: CFFViT, optimizer: torch.optim.Optimizer, views: torch.Tenso
     total.backward()  # inputs are detached between layers: each layer gets its own loss's gradient
     grad_norms = torch.stack([nn.utils.get_total_norm([p.grad for p in layer.parameters()]) for layer in model.layers])
     optimizer.step()
-    return torch.stack([losses.detach().double(), torch.tensor(cars, dtype=torch.float64), grad_norms.double()])
+    # float64 on the CPU, whatever the device: the epoch sums accumulate there
+    return torch.stack([losses.detach().double().cpu(), torch.tensor(cars, dtype=torch.float64), grad_norms.double().cpu()])
 
 
 def train_cff(*, data_root: str | None = None, progress: bool | None = None, **params) -> dict:

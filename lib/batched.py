@@ -1,0 +1,185 @@
+"""Several seeds of one CFF config trained as ONE model with stacked parameters (``torch.func``).
+
+What it is for: GPU throughput. The paper's model (E=128, L=8, 64 tokens) is far too small to fill
+a GPU, so training S seeds of a cell one after the other leaves the device mostly idle and pays
+S times the kernel-launch overhead. Here the S models' parameters are stacked along a new leading
+dimension (``torch.func.stack_module_state``) and the forward pass and loss are ``vmap``-ed over it
+(``torch.func.functional_call`` on a stateless base module), so one set of kernels runs all S seeds.
+On a CPU there is nothing to gain -- the cores are already busy with one model and vmap only adds
+bookkeeping -- and separate processes (``lib.sweep``'s workers) are the better tool.
+
+API::
+
+    base, params = stack_seeds([model_0, ..., model_{S-1}])   # params: {name: [S, ...] leaf tensor}
+    optimizer = torch.optim.AdamW(params.values(), lr=..., weight_decay=...)
+    stats = batched_cff_step(base, params, optimizer, views, labels, margins, margin_mode=...,
+                             stabilizer=..., temperature=...)  # views [S, 2B, C, H, W], labels [S, 2B]
+    model_s = unstack_seed(base, params, s)                    # a normal CFFViT, e.g. for the probe
+
+Why one batched step equals S separate ``lib.cff.cff_step`` calls (in exact arithmetic):
+
+- Forward and loss: ``vmap`` runs, for each seed s, exactly ``cff_step``'s computation -- the
+  layer-local forward ``model(views, local=True)``, the mean over tokens and ``margin_supcon`` with
+  each layer's margin -- on seed s's own parameters and its own batch (each seed has its own data
+  order and augmentation, so ``views`` and ``labels`` carry a seed dimension too).
+- Backward: the seeds share no parameter and no activation, so d(sum over seeds of loss_s)/d theta_s
+  = d loss_s / d theta_s: one backward pass over the summed loss gives every seed exactly its own
+  gradient, just as ``cff_step``'s single backward over the summed layer losses gives every layer
+  its own gradient (inputs are detached between layers).
+- Update: AdamW is element-wise -- moments, bias correction, the ``lr * weight_decay`` decoupled
+  decay and the step are computed per element with no norm, clipping or other coupling across
+  elements -- so one AdamW over the stacked tensors takes exactly the steps of S separate AdamWs
+  with the same hyperparameters (lr, betas, eps, weight decay all apply per element; the step
+  counter is shared, which is harmless because all seeds always step together). This does NOT
+  hold for optimizers with a global coupling (gradient clipping by total norm, LARS/LAMB trust
+  ratios, Adafactor's factored moments): those would mix the seeds.
+
+vmap coverage: every op of the CFF forward and loss has a batching rule except PyTorch's fused CPU
+attention kernel (``_scaled_dot_product_flash_attention_for_cpu``, as of torch 2.14): on a CPU vmap
+falls back to a loop over the seeds for that op (correct, slower, with a "performance drop"
+warning). The CUDA kernels (flash, memory-efficient, cuDNN attention) have batching rules.
+
+Floating point: batched matmuls may sum in a different order than the per-seed ones, so results
+agree to float32 rounding (about 1e-6 relative), not bit for bit. One visible consequence: the
+gradient of each attention block's key bias is exactly zero in exact arithmetic (softmax ignores a
+constant added to every key's score), so in float32 it is rounding noise (~1e-9) that differs between
+the batched and the separate computation, and Adam (eps = 1e-8, the same order) turns it into steps
+of up to lr in either direction. Those entries wander by noise in both cases; they do not affect
+any output.
+
+Divergence: the step is all-or-nothing. If any seed's loss is non-finite, ``batched_cff_step``
+returns None and updates nothing -- in a batched cell one diverging seed stops the step for all
+seeds. The caller can then fall back to per-seed training (``unstack_seed`` each seed and continue
+with ``lib.cff.cff_step``, which records the diverging seed as "diverged" on its own). To continue
+exactly, each seed's AdamW state (``exp_avg``, ``exp_avg_sq``: slice s of the stacked state; ``step``)
+must be carried over too -- ``unstack_seed`` copies only the parameters.
+"""
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.nn.functional as F
+from torch.func import functional_call, stack_module_state, vmap
+
+from lib.losses import margin_supcon
+from lib.models import CFFViT
+
+
+def stack_seeds(models: list[CFFViT]) -> tuple[CFFViT, dict[str, torch.Tensor]]:
+    """Stack S same-shaped models into ``(base, params)``.
+
+    ``params`` maps each parameter name to a leaf tensor of shape ``[S, *shape]`` with
+    ``requires_grad=True`` (copies: the input models are not tied to it); ``base`` is a stateless
+    copy of ``models[0]`` on the meta device, used only as the structure for ``functional_call``.
+    """
+    if not models:
+        raise ValueError("stack_seeds needs at least one model")
+    if any(True for m in models for _ in m.buffers()):
+        raise ValueError("stack_seeds supports models without buffers (CFFViT has none)")
+    shapes = [[(n, p.shape) for n, p in m.named_parameters()] for m in models]
+    if any(s != shapes[0] for s in shapes[1:]):
+        raise ValueError("stack_seeds needs models of one config: parameter names or shapes differ")
+    params, _ = stack_module_state(models)  # detached stacks, requires_grad=True
+    base = copy.deepcopy(models[0]).to("meta")
+    return base, params
+
+
+def _num_seeds(params: dict[str, torch.Tensor]) -> int:
+    return next(iter(params.values())).shape[0]
+
+
+def batched_forward(base: CFFViT, params: dict[str, torch.Tensor], images: torch.Tensor, *,
+                    local: bool = False) -> list[torch.Tensor]:
+    """Every layer's token output for all seeds: images ``[S, N, C, H, W]`` -> L tensors ``[S, N, T, E]``."""
+    if images.shape[0] != _num_seeds(params):
+        raise ValueError(f"images has {images.shape[0]} seeds, params has {_num_seeds(params)}")
+
+    def one_seed(p, x):
+        return tuple(functional_call(base, p, (x,), {"local": local}))
+
+    return list(vmap(one_seed)(params, images))
+
+
+def batched_cff_step(base: CFFViT, params: dict[str, torch.Tensor], optimizer: torch.optim.Optimizer,
+                     views: torch.Tensor, labels: torch.Tensor, margins: list[float], *, margin_mode: str,
+                     stabilizer: str, temperature: float) -> torch.Tensor | None:
+    """One layer-local CFF step for S seeds at once: ``lib.cff.cff_step`` vmapped over the seeds.
+
+    ``views`` is ``[S, 2B, C, H, W]`` (seed s's stacked ``[view1; view2]``), ``labels`` ``[S, 2B]``;
+    ``optimizer`` must hold the stacked tensors of ``params`` and act element-wise (AdamW does).
+
+    Returns a float64 ``[S, 3, L]`` CPU tensor: per seed and layer the loss, clamp activation rate
+    and gradient norm (L2 norm of layer l's loss gradient w.r.t. layer l's parameters of that seed),
+    as ``cff_step`` returns ``[3, L]`` for one seed. The CAR and the norms are computed outside vmap,
+    per seed, from the stacked features and the stacked gradients. Returns None, updating nothing (no gradients
+    written, no optimizer step), when any seed's loss is non-finite: one diverging seed stops the
+    step for all; fall back to per-seed training to let the others continue.
+    """
+    S = _num_seeds(params)
+    if views.ndim != 5 or views.shape[0] != S:
+        raise ValueError(f"views must be [S={S}, 2B, C, H, W], got shape {tuple(views.shape)}")
+    if labels.shape != views.shape[:2]:
+        raise ValueError(f"labels must be [{S}, {views.shape[1]}], got shape {tuple(labels.shape)}")
+    L = len(base.layers)
+    if len(margins) != L:
+        raise ValueError(f"margins has {len(margins)} entries for {L} layers")
+
+    def one_seed(p, x, y):
+        losses, feats = [], []
+        for layer, tokens in enumerate(functional_call(base, p, (x,), {"local": True})):
+            f = tokens.mean(dim=1)
+            losses.append(margin_supcon(f, y, margins[layer], mode=margin_mode,
+                                        stabilizer=stabilizer, temperature=temperature))
+            feats.append(f)
+        return torch.stack(losses), tuple(feats)
+
+    losses, feats = vmap(one_seed)(params, views, labels)  # [S, L], L x [S, 2B, E]
+    total = losses.sum()
+    if not torch.isfinite(total):
+        return None
+    cars = torch.stack([stacked_clamp_activation_rate(feats[l], labels, margins[l]) for l in range(L)], dim=1)
+    optimizer.zero_grad(set_to_none=True)
+    total.backward()  # seeds share nothing and layers are detached: each gets only its own loss's gradient
+    grad_norms = _layer_grad_norms(params, L, S)
+    optimizer.step()
+    return torch.stack([losses.detach().double(), cars, grad_norms.double()], dim=1).cpu()
+
+
+@torch.no_grad()
+def stacked_clamp_activation_rate(z: torch.Tensor, labels: torch.Tensor, margin: float) -> torch.Tensor:
+    """``lib.diagnostics.clamp_activation_rate`` for each seed of stacked features, as one computation.
+
+    ``z`` is ``[S, 2B, E]``, ``labels`` ``[S, 2B]``; returns float64 ``[S]`` (NaN for a seed whose batch
+    has no positive pair). Same formula, without a host sync per seed and layer.
+    """
+    f = F.normalize(z.detach().to(torch.promote_types(z.dtype, torch.float32)), dim=-1)
+    n = labels.shape[1]
+    pos = (labels[:, :, None] == labels[:, None, :]) & ~torch.eye(n, dtype=torch.bool, device=labels.device)
+    s = f @ f.transpose(1, 2)
+    n_pos = pos.sum(dim=(1, 2))
+    hits = ((s + margin > 1) & pos).sum(dim=(1, 2))
+    rate = hits.double() / n_pos.clamp(min=1).double()
+    return torch.where(n_pos > 0, rate, torch.full_like(rate, float("nan")))
+
+
+@torch.no_grad()
+def _layer_grad_norms(params: dict[str, torch.Tensor], layers: int, seeds: int) -> torch.Tensor:
+    """[S, L] L2 norm of each seed's gradient over each layer's parameters (names ``layers.<l>.*``)."""
+    sq = [[] for _ in range(layers)]
+    for name, p in params.items():
+        layer = int(name.split(".")[1])
+        g = p.grad if p.grad is not None else torch.zeros_like(p)
+        sq[layer].append(torch.linalg.vector_norm(g.reshape(seeds, -1), dim=1))
+    return torch.stack([torch.linalg.vector_norm(torch.stack(n), dim=0) for n in sq], dim=1)
+
+
+def unstack_seed(base: CFFViT, params: dict[str, torch.Tensor], s: int) -> CFFViT:
+    """A normal, independent CFFViT holding seed ``s``'s current parameters (e.g. for the probe)."""
+    S = _num_seeds(params)
+    if not -S <= s < S:
+        raise IndexError(f"seed index {s} out of range for {S} seeds")
+    device = next(iter(params.values())).device
+    model = copy.deepcopy(base).to_empty(device=device)
+    model.load_state_dict({name: p[s].detach().clone() for name, p in params.items()})
+    return model
