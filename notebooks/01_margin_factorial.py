@@ -79,7 +79,7 @@ display(Markdown(
     f"**Profile** `{settings['profile']}` on `{settings['dataset']}` {settings['dataset_options'] or ''}: "
     f"{len(configs)} runs ({settings['seeds']} seeds per cell, {settings['dose_seeds']} dose-response seeds), "
     f"L={settings['layers']}, E={settings['width']}, {settings['epochs']} epochs, batch {settings['batch_size']}. "
-    f"Data: {dataset_source}. Records: `{store.runs_dir}`."))
+    f"Data: {dataset_source}. Records: `{store.runs_dir.relative_to(PROJECT_ROOT) if store.runs_dir.is_relative_to(PROJECT_ROOT) else store.runs_dir}`."))
 
 # %% [markdown]
 # ## Runs
@@ -91,7 +91,7 @@ table_path = store.write_table()
 runs = study.runs_frame(records)
 curves = study.curves_frame(records)
 failed = runs[runs.status != "ok"]
-display(Markdown(f"{len(runs)} runs, {len(failed)} not ok; table: `{table_path}`"))
+display(Markdown(f"{len(runs)} runs, {len(failed)} not ok; table: `{table_path.name}`"))
 if len(failed):
     display(failed[["run_id", "status", "margin_mode", "stabilizer", "m0", "seed"]])
 

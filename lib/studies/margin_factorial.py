@@ -141,6 +141,7 @@ def analyze(runs: pd.DataFrame, s: dict) -> dict:
         out["car_layer0_clamp"] = 100 * clamp.car_layer0.mean()
         out["car_layer0_subtract"] = 100 * subtract.car_layer0.mean()
         out["grad_norm_ratio_subtract_over_clamp"] = subtract.grad_norm_layer0.mean() / clamp.grad_norm_layer0.mean()
+        out["grad_norm_welch"] = stats.welch_t_test(subtract.grad_norm_layer0.to_numpy(), clamp.grad_norm_layer0.to_numpy())
         out["power"] = stats.seeds_for_power(a, b)
         out["stabilizer_pairs"] = stabilizer_pairs(main)
         if out["stabilizer_pairs"]["identical"] and len(s["stabilizers"]) > 1:
@@ -161,9 +162,12 @@ def analyze(runs: pd.DataFrame, s: dict) -> dict:
 def _verdict_significant_ratio(vr: float, p: float, published: float) -> str:
     if not np.isfinite(vr):
         return "not measured"
+    if p >= 0.05:
+        return ("direction only, not significant at this scale" if (vr > 1) == (published > 1)
+                else "not reproduced at this scale (no significant difference in variance)")
     if (vr > 1) == (published > 1):
-        return "reproduced (direction and significance)" if p < 0.05 else "direction only, not significant at this scale"
-    return "not reproduced at this scale (opposite direction)"
+        return "reproduced (direction and significance)"
+    return "not reproduced at this scale (significant, opposite direction)"
 
 
 def paper_vs_reproduced(out: dict) -> pd.DataFrame:
@@ -200,16 +204,22 @@ def paper_vs_reproduced(out: dict) -> pd.DataFrame:
     w = out["welch"]
     row("mean top-1 difference clamp - subtract (Welch p)", f"{out['mean_clamp'] - out['mean_subtract']:+.2f} pts (p = {w.p_value:.2g})",
         "none (p = 0.92)", "[summary]", "reproduced (no significant difference)" if w.p_value >= 0.05 else "not reproduced: the means differ")
-    g = out["grad_norm_ratio_subtract_over_clamp"]
-    row("layer-0 gradient norm, subtract / clamp", f"{g:.2f}x", "4.0x", "[summary]",
-        ("direction reproduced (lower under clamp)" + (", magnitude close" if 2.0 <= g <= 8.0 else ", magnitude differs")) if g > 1
-        else "not reproduced at this scale (not lower under clamp)")
+    g, gp = out["grad_norm_ratio_subtract_over_clamp"], out["grad_norm_welch"].p_value
+    if gp >= 0.05:
+        g_verdict = "not reproduced at this scale: no significant difference"
+    elif g > 1:
+        g_verdict = "direction reproduced (lower under clamp)" + (", magnitude close" if 2.0 <= g <= 8.0 else ", magnitude differs")
+    else:
+        g_verdict = "not reproduced at this scale: higher under clamp"
+    row("layer-0 gradient norm, subtract / clamp (Welch p)", f"{g:.2f}x (p = {gp:.2g})", "4.0x", "[summary]", g_verdict)
     if "dose" in out:
         d = out["dose"]
         smaller = d["vr"] < p["vr"]
-        row("dose-response: VR with m0 = 0.2", f"{d['vr']:.2f}", "2.98", "[summary]",
+        row("dose-response: VR with m0 = 0.2 (F-test p)", f"{d['vr']:.2f} (p = {d['f_p']:.2g})", "2.98", "[summary]",
             ("reproduced: smaller than at m0 = 0.4" if smaller and d["vr"] > 1 else
-             "not reproduced at this scale" if not smaller else "smaller, but below 1"))
+             "smaller than at m0 = 0.4, but not above 1" if smaller else
+             "not reproduced as a dose-response (larger than at m0 = 0.4); "
+             + _verdict_significant_ratio(d["vr"], d["f_p"], 2.98) + " against subtract"))
     if np.isfinite(p["vr"]) and p["vr"] > 0:
         row("seeds of subtract that match 11 clamp seeds (11 / VR)", f"{11 / p['vr']:.1f}", "about 2", "[summary]",
             "reproduced (within 1 seed)" if abs(11 / p["vr"] - 1.86) <= 1 else "differs")
