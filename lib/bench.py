@@ -1,0 +1,237 @@
+"""Speed benchmark: ratios measured side by side in one run (absolute times on shared machines are noise).
+
+    python -m lib.bench            # the full table (about 15 minutes on 2 cores)
+    python -m lib.bench --quick    # fewer repetitions (about 2 minutes)
+    python -m lib.bench --json bench.json
+
+Rows: this machine's fp32 matmul rate; the CFF training step at the paper's config (E=128, H=4,
+L=8, patch 4, two views) as images/s, model FLOPs per image (torch.utils.flop_counter), GFLOP/s
+and the fraction of the matmul rate; the library's batched augmentation against torchvision's PIL
+pipeline; the data share of a step; the linear probe's share of a `cpu`-profile run; and seeds run
+in parallel processes against one at a time.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from lib.augment import augment
+from lib.cff import cff_config, cff_step, get_dataset, linear_probe, train_cff
+from lib.data import DatasetNotFoundError, load_dataset
+from lib.losses import margin_schedule
+from lib.models import CFFViT
+from lib.results import ResultsStore
+from lib.studies import margin_factorial
+from lib.sweep import run_sweep
+
+PAPER_CFF = dict(width=128, heads=4, layers=8, patch=4)
+
+
+def timed(fn, *, repeat: int, warmup: int = 1) -> float:
+    """Median seconds of ``fn()`` over ``repeat`` calls after ``warmup`` calls."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def matmul_gflops(n: int = 2048, repeat: int = 10) -> float:
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    return 2 * n**3 / timed(lambda: a @ b, repeat=repeat, warmup=2) / 1e9
+
+
+def cifar_images(data_root: str | None, n: int) -> tuple[torch.Tensor, torch.Tensor, str]:
+    """CIFAR-10 training images if they can be found offline, else procedural 32x32 images."""
+    try:
+        ds = load_dataset("cifar10", data_root=data_root)
+    except DatasetNotFoundError:
+        ds = load_dataset("shapes", image_size=32, n_train=n, n_test=10)
+    return ds.x_train[:n], ds.y_train[:n], ds.source
+
+
+def cff_step_rate(batch: int, *, repeat: int, x_uint8: torch.Tensor, y: torch.Tensor) -> dict:
+    """Images/s and FLOPs per image of the real training step (augmentation included)."""
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(0)
+    model = CFFViT(channels=3, image_size=32, **PAPER_CFF)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.004)
+    margins = margin_schedule(0.4, 0.1, PAPER_CFF["layers"])
+    mean, std = (0.49, 0.48, 0.45), (0.25, 0.24, 0.26)
+    x, labels = x_uint8[:batch], torch.cat([y[:batch], y[:batch]])
+
+    def views():
+        return torch.cat([augment(x, padding=12, flip=True, mean=mean, std=std, generator=gen) for _ in range(2)])
+
+    def step():
+        cff_step(model, optimizer, views(), labels, margins, margin_mode="clamp", stabilizer="detach", temperature=0.15)
+
+    with FlopCounterMode(display=False) as counter:
+        step()
+    step_s = timed(step, repeat=repeat)
+    data_s = timed(views, repeat=max(3, repeat))
+    flops_per_image = counter.get_total_flops() / batch
+    return dict(batch=batch, images_per_s=batch / step_s, gflop_per_image=flops_per_image / 1e9,
+                gflops=flops_per_image * batch / step_s / 1e9, data_share=data_s / step_s)
+
+
+def augmentation_rates(x_uint8: torch.Tensor, *, batches: int, batch: int = 512) -> dict:
+    """Two augmented views per image: the library on tensor batches vs torchvision PIL + DataLoader."""
+    import torchvision.transforms as T
+    from PIL import Image
+
+    gen = torch.Generator().manual_seed(0)
+    mean, std = (0.49, 0.48, 0.45), (0.25, 0.24, 0.26)
+    n = batches * batch
+    x = x_uint8[:n]
+
+    def library():
+        for i in range(0, n, batch):
+            for _ in range(2):
+                augment(x[i:i + batch], padding=12, flip=True, mean=mean, std=std, generator=gen)
+
+    transform = T.Compose([T.RandomCrop(32, padding=12), T.RandomHorizontalFlip(), T.ToTensor(), T.Normalize(mean, std)])
+    hwc = x.permute(0, 2, 3, 1).numpy()
+
+    class TwoViews(torch.utils.data.Dataset):
+        def __len__(self):
+            return n
+
+        def __getitem__(self, i):
+            img = Image.fromarray(hwc[i])
+            return transform(img), transform(img)
+
+    def pil(workers):
+        loader = torch.utils.data.DataLoader(TwoViews(), batch_size=batch, shuffle=True, num_workers=workers)
+        for _ in loader:
+            pass
+
+    lib_s = timed(library, repeat=3)
+    rates = {"library": n / lib_s}
+    for workers in (0, 2):
+        rates[f"pil_{workers}_workers"] = n / timed(lambda: pil(workers), repeat=1, warmup=0)
+    return rates
+
+
+def probe_share(data_root: str | None, *, steps: int) -> dict:
+    """The probe's share of a `cpu`-profile run of study 1: probe time / (training + probe)."""
+    settings = margin_factorial.PROFILES["cpu"]
+    keys = ("dataset", "dataset_options", "layers", "width", "heads", "patch", "epochs", "batch_size", "probe_epochs")
+    config = cff_config(**{k: settings[k] for k in keys})
+    try:
+        ds = get_dataset(config, data_root)
+    except DatasetNotFoundError:
+        config = cff_config(**{**{k: settings[k] for k in keys}, "dataset": "shapes",
+                               "dataset_options": {"n_train": 10000, "n_test": 10000}})
+        ds = get_dataset(config, data_root)
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(0)
+    model = CFFViT(channels=ds.channels, image_size=ds.image_size, patch=config["patch"], width=config["width"],
+                   heads=config["heads"], layers=config["layers"])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config["lr"])
+    margins = margin_schedule(config["m0"], config["m_last"], config["layers"])
+    bs = config["batch_size"]
+    x, y = ds.x_train[:bs], ds.y_train[:bs]
+    labels = torch.cat([y, y])
+
+    def step():
+        views = torch.cat([augment(x, padding=config["padding"], flip=config["flip"], mean=ds.mean, std=ds.std,
+                                   generator=gen) for _ in range(2)])
+        cff_step(model, optimizer, views, labels, margins, margin_mode="clamp", stabilizer="detach", temperature=0.15)
+
+    step_s = timed(step, repeat=steps)
+    n_train = round(len(ds.y_train) * (1 - config["val_fraction"]))
+    train_s = step_s * config["epochs"] * -(-n_train // bs)
+    order = torch.randperm(len(ds.y_train), generator=gen)
+    n_val = round(config["val_fraction"] * len(order))
+    t0 = time.perf_counter()
+    linear_probe(model, ds, train_idx=order[n_val:], val_idx=order[:n_val], epochs=config["probe_epochs"],
+                 lr=config["probe_lr"], batch_size=config["probe_batch_size"], generator=gen)
+    probe_s = time.perf_counter() - t0
+    return dict(train_s_estimated=train_s, probe_s=probe_s, probe_share=probe_s / (train_s + probe_s))
+
+
+def parallel_seed_scaling(seeds: int, epochs: int, tmp: Path) -> dict:
+    """A cell of seeds through the dispatcher: one process per core against one process at a time.
+
+    Ideal scaling is ``cores`` times the one-at-a-time throughput (each process gets one thread).
+    Process start-up (importing torch, loading the data) is included, as in a real sweep.
+    """
+    cores = os.cpu_count() or 1
+    base = dict(dataset="shapes", dataset_options={"n_train": 4000, "n_test": 500, "image_size": 32}, layers=4,
+                width=64, heads=4, epochs=epochs, batch_size=256, probe_epochs=5)
+    configs = [cff_config(seed=s, **base) for s in range(seeds)]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    t0 = time.perf_counter()
+    run_sweep(ResultsStore(tmp / "serial", "bench", "smoke"), configs, train_cff, workers=1, force=True, progress=False)
+    serial_s = time.perf_counter() - t0
+    torch.set_num_threads(threads)
+    t0 = time.perf_counter()
+    run_sweep(ResultsStore(tmp / "parallel", "bench", "smoke"), configs, train_cff, workers=cores, force=True,
+              progress=False)
+    parallel_s = time.perf_counter() - t0
+    return dict(seeds=seeds, workers=cores, serial_s=serial_s, parallel_s=parallel_s, speedup=serial_s / parallel_s)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions: about two minutes")
+    parser.add_argument("--json", type=Path, help="also write the headline figures to this JSON file")
+    parser.add_argument("--data-root", help="folder with cifar10.npz (else $DATA_ROOT; else procedural images)")
+    args = parser.parse_args(argv)
+    import tempfile
+
+    repeat = 2 if args.quick else 5
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores", flush=True)
+    gflops = matmul_gflops()
+    print(f"matmul 2048x2048 fp32: {gflops:.0f} GFLOP/s", flush=True)
+
+    x, y, source = cifar_images(args.data_root, 4096 if args.quick else 10240)
+    print(f"images: {source}", flush=True)
+    step_rows = [cff_step_rate(b, repeat=repeat, x_uint8=x, y=y) for b in (512, 128)]
+    for r in step_rows:
+        print(f"CFF step (E=128, L=8, batch {r['batch']}): {r['images_per_s']:.1f} images/s, "
+              f"{r['gflop_per_image']:.2f} GFLOP/image, {r['gflops']:.0f} GFLOP/s = "
+              f"{r['gflops'] / gflops:.0%} of matmul; data {r['data_share']:.1%} of the step", flush=True)
+
+    aug = augmentation_rates(x, batches=4 if args.quick else 16)
+    for name, rate in aug.items():
+        print(f"augmentation, two views, {name}: {rate:.0f} images/s ({rate / aug['pil_0_workers']:.1f}x PIL with 0 workers)",
+              flush=True)
+
+    probe = probe_share(args.data_root, steps=repeat)
+    print(f"probe: {probe['probe_s']:.1f} s of a {probe['train_s_estimated'] + probe['probe_s']:.0f} s cpu-profile run "
+          f"= {probe['probe_share']:.1%}", flush=True)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        seeds = parallel_seed_scaling(2 if args.quick else 4, 1 if args.quick else 3, Path(tmp))
+    print(f"seeds in parallel: {seeds['seeds']} runs, {seeds['workers']} processes of 1 thread: {seeds['speedup']:.2f}x "
+          f"one single-threaded process at a time ({seeds['speedup'] / seeds['workers']:.0%} of ideal)", flush=True)
+
+    headline = dict(
+        matmul_gflops=gflops,
+        cff_step_fraction_of_matmul=step_rows[0]["gflops"] / gflops,
+        aug_speedup_vs_pil=aug["library"] / aug["pil_0_workers"],
+        data_share_of_step=step_rows[0]["data_share"],
+        probe_share_of_run=probe["probe_share"],
+        parallel_seed_scaling=seeds["speedup"] / seeds["workers"],
+    )
+    if args.json:
+        args.json.write_text(json.dumps(headline, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
