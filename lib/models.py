@@ -22,7 +22,10 @@ class EncoderBlock(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, e = x.shape
-        q, k, v = self.qkv(self.norm1(x)).view(b, t, 3, self.heads, e // self.heads).permute(2, 0, 3, 1, 4)
+        qkv = self.qkv(self.norm1(x)).view(b, t, 3, self.heads, e // self.heads)
+        # [b, t, h, d] views transposed to [b, h, t, d]: the fused kernel takes the strides as they
+        # are, which saves the permute-copy and concatenation of q, k, v in the backward pass
+        q, k, v = (u.transpose(1, 2) for u in qkv.unbind(2))
         attended = F.scaled_dot_product_attention(q, k, v)  # fused kernel, no dropout
         x = x + self.proj(attended.transpose(1, 2).reshape(b, t, e))
         return x + self.mlp(self.norm2(x))
