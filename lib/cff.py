@@ -6,9 +6,9 @@ a config before any compute, so a bad parameter fails with its name and the allo
 
 Decisions where STUDIES.md is silent [ours]:
 - Each layer has its own AdamW in CFF's code. AdamW acts element-wise (no global clipping), so one
-  AdamW over all parameters takes exactly the same steps; and because every layer's input is
-  detached, one backward pass over the summed layer losses gives each layer exactly the gradient of
-  its own loss. Both are used here because they are equivalent and faster.
+  AdamW over all parameters takes exactly the same steps. Every layer's input is detached, so its
+  loss's backward pass reaches only its own parameters; it runs right after the layer's forward,
+  which keeps one layer's activations in memory instead of L.
 - 10% of the training split (a per-seed random subset) is held out from both the contrastive
   training and the probe's training; the probe keeps the epoch with the lowest loss on it.
 - The last, smaller batch of an epoch is kept (every image is seen once per epoch).
@@ -119,18 +119,21 @@ def cff_step(model: CFFViT, optimizer: torch.optim.Optimizer, views: torch.Tenso
     Returns a float64 [3, L] tensor of each layer's loss, clamp activation rate and gradient norm,
     or None, without updating, when the loss is not finite.
     """
-    losses, cars = [], []
-    for layer, tokens in enumerate(model(views, local=True)):
-        feats = tokens.mean(dim=1)
-        losses.append(margin_supcon(feats, labels, margins[layer], mode=margin_mode,
-                                    stabilizer=stabilizer, temperature=temperature))
-        cars.append(clamp_activation_rate(feats.detach(), labels, margins[layer]))
-    losses = torch.stack(losses)
-    total = losses.sum()
-    if not torch.isfinite(total):
-        return None
     optimizer.zero_grad(set_to_none=True)
-    total.backward()  # inputs are detached between layers: each layer gets its own loss's gradient
+    losses, cars, h = [], [], views
+    for layer, margin in zip(model.layers, margins):
+        # Layer-local: the input is detached, so this layer's loss reaches only its own parameters.
+        # Backpropagating right away frees the layer's activations before the next layer runs.
+        h = layer(h.detach())
+        feats = h.mean(dim=1)
+        loss = margin_supcon(feats, labels, margin, mode=margin_mode, stabilizer=stabilizer, temperature=temperature)
+        if not torch.isfinite(loss):
+            optimizer.zero_grad(set_to_none=True)
+            return None
+        loss.backward()
+        losses.append(loss.detach())
+        cars.append(clamp_activation_rate(feats.detach(), labels, margin))
+    losses = torch.stack(losses)
     grad_norms = torch.stack([nn.utils.get_total_norm([p.grad for p in layer.parameters()]) for layer in model.layers])
     optimizer.step()
     # float64 on the CPU, whatever the device: the epoch sums accumulate there
