@@ -31,7 +31,6 @@ from lib.data import DATASETS, load_dataset
 from lib.diagnostics import clamp_activation_rate, positive_pair_density
 from lib.losses import MARGIN_MODES, STABILIZERS, margin_schedule, margin_supcon
 from lib.models import CFFViT
-from lib.params import ParameterError
 
 # Training augmentation per dataset: (crop padding, horizontal flip); no flips for digits [ours].
 AUGMENTATION = {
@@ -76,7 +75,7 @@ def cff_config(**overrides) -> dict:
     """The full, checked config of one CFF run: DEFAULTS updated by ``overrides``."""
     unknown = sorted(set(overrides) - set(DEFAULTS))
     if unknown:
-        raise ParameterError(f"unknown CFF parameter(s) {unknown}; known: {', '.join(DEFAULTS)}")
+        raise params.ParameterError(f"unknown CFF parameter(s) {unknown}; known: {', '.join(DEFAULTS)}")
     c = {**DEFAULTS, **overrides}
     if not isinstance(c["dataset_options"], dict):
         params.fail("dataset_options", c["dataset_options"], "a dict of load_dataset options")
