@@ -75,6 +75,7 @@ store = ResultsStore(PROJECT_ROOT / results_dir, study.STUDY, settings["profile"
 dataset_source = get_dataset(configs[0], data_root).source  # fails here, before any run, if the data is missing
 sns.set_theme(style="whitegrid", context="notebook")
 pd.set_option("display.precision", 3)
+pd.set_option("display.max_colwidth", None)  # verdicts are sentences: never cut them
 display(Markdown(
     f"**Profile** `{settings['profile']}` on `{settings['dataset']}` {settings['dataset_options'] or ''}: "
     f"{len(configs)} runs ({settings['seeds']} seeds per cell, {settings['dose_seeds']} dose-response seeds), "
