@@ -31,7 +31,7 @@ def normalize(x: torch.Tensor, mean: Sequence[float], std: Sequence[float]) -> t
     # Fold the /255 into the affine map: one multiply-add over the batch instead of three passes.
     scale = (1 / (255 * std_t)).view(1, c, 1, 1)
     shift = (-mean_t / std_t).view(1, c, 1, 1)
-    return torch.addcmul(shift, x.float(), scale)
+    return x.float().mul_(scale).add_(shift)  # in place on the fresh float copy
 
 
 def random_crop(x: torch.Tensor, padding: int, generator: torch.Generator) -> torch.Tensor:
@@ -53,18 +53,11 @@ def random_crop(x: torch.Tensor, padding: int, generator: torch.Generator) -> to
     b, c, h, w = x.shape
     offsets = torch.randint(0, 2 * padding + 1, (b, 2), generator=generator, device=generator.device)
     offsets = offsets.to(x.device)
-    padded = F.pad(x, (padding, padding, padding, padding))
-    hp, wp = h + 2 * padding, w + 2 * padding
-    # One gather from the flat padded batch: output[i, ch, r, s] = padded[i, ch, dy_i + r,
-    # dx_i + s]. A flat index is several times faster on CPU than 4-tensor advanced indexing.
-    dev = x.device
-    index = (
-        (torch.arange(b, device=dev) * (c * hp * wp)).view(b, 1, 1, 1)
-        + (torch.arange(c, device=dev) * (hp * wp)).view(1, c, 1, 1)
-        + ((offsets[:, :1] + torch.arange(h, device=dev)) * wp).view(b, 1, h, 1)
-        + (offsets[:, 1:] + torch.arange(w, device=dev)).view(b, 1, 1, w)
-    )
-    return padded.reshape(-1)[index]
+    # Every H x W window of the padded batch as a strided view [b, dy, dx, c, H, W] (no copy), then
+    # one advanced-indexing pass picks image i's window (dy_i, dx_i): a single read of the pixels.
+    windows = F.pad(x, (padding, padding, padding, padding)).unfold(2, h, 1).unfold(3, w, 1)
+    windows = windows.permute(0, 2, 3, 1, 4, 5)
+    return windows[torch.arange(b, device=x.device), offsets[:, 0], offsets[:, 1]]
 
 
 def random_flip(x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
@@ -72,7 +65,9 @@ def random_flip(x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     _check_images(x)
     _check_generator(generator)
     flip = torch.rand(x.shape[0], generator=generator, device=generator.device) < 0.5
-    return torch.where(flip.to(x.device)[:, None, None, None], x.flip(3), x)
+    flipped = flip.to(x.device).nonzero().squeeze(1)
+    # Touch only the mirrored half: copying it in place is cheaper than a where() over the batch.
+    return x.clone().index_copy_(0, flipped, x[flipped].flip(3))
 
 
 def augment(

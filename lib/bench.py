@@ -24,7 +24,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from lib.augment import augment
-from lib.cff import cff_config, cff_step, get_dataset, linear_probe, train_cff
+from lib.cff import CHUNK_TOKENS, cff_config, cff_step, get_dataset, linear_probe, train_cff
 from lib.data import DatasetNotFoundError, load_dataset
 from lib.losses import margin_schedule
 from lib.models import CFFViT
@@ -52,36 +52,43 @@ def matmul_gflops(n: int = 2048, repeat: int = 10) -> float:
     return 2 * n**3 / timed(lambda: a @ b, repeat=repeat, warmup=2) / 1e9
 
 
-def cifar_images(data_root: str | None, n: int) -> tuple[torch.Tensor, torch.Tensor, str]:
-    """CIFAR-10 training images if they can be found offline, else procedural 32x32 images."""
+def cifar10(data_root: str | None):
+    """CIFAR-10 if it can be found offline, else procedural 32x32 images of the same shape."""
     try:
-        ds = load_dataset("cifar10", data_root=data_root)
+        return load_dataset("cifar10", data_root=data_root)
     except DatasetNotFoundError:
-        ds = load_dataset("shapes", image_size=32, n_train=n, n_test=10)
-    return ds.x_train[:n], ds.y_train[:n], ds.source
+        return load_dataset("shapes", image_size=32, n_train=10240, n_test=10240)
 
 
-def cff_step_rate(batch: int, *, repeat: int, x_uint8: torch.Tensor, y: torch.Tensor) -> dict:
-    """Images/s and FLOPs per image of the real training step (augmentation included)."""
-    torch.manual_seed(0)
-    gen = torch.Generator().manual_seed(0)
-    model = CFFViT(channels=3, image_size=32, **PAPER_CFF)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=0.004)
-    margins = margin_schedule(0.4, 0.1, PAPER_CFF["layers"])
-    mean, std = (0.49, 0.48, 0.45), (0.25, 0.24, 0.26)
-    x, labels = x_uint8[:batch], torch.cat([y[:batch], y[:batch]])
+def training_step(config: dict, ds, batch: int, *, chunk_tokens: int = CHUNK_TOKENS):
+    """train_cff's step on one fixed batch: ``(step, views)`` closures and the step's model FLOPs per image."""
+    torch.manual_seed(config["seed"])
+    gen = torch.Generator().manual_seed(config["seed"])
+    model = CFFViT(channels=ds.channels, image_size=ds.image_size, patch=config["patch"], width=config["width"],
+                   heads=config["heads"], layers=config["layers"])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config["lr"], weight_decay=config["weight_decay"])
+    margins = margin_schedule(config["m0"], config["m_last"], config["layers"])
+    x, y = ds.x_train[:batch], ds.y_train[:batch]
+    labels = torch.cat([y, y])
 
     def views():
-        return torch.cat([augment(x, padding=12, flip=True, mean=mean, std=std, generator=gen) for _ in range(2)])
+        return torch.cat([augment(x, padding=config["padding"], flip=config["flip"], mean=ds.mean, std=ds.std,
+                                  generator=gen) for _ in range(2)])
 
     def step():
-        cff_step(model, optimizer, views(), labels, margins, margin_mode="clamp", stabilizer="detach", temperature=0.15)
+        cff_step(model, optimizer, views(), labels, margins, margin_mode=config["margin_mode"],
+                 stabilizer=config["stabilizer"], temperature=config["temperature"], chunk_tokens=chunk_tokens)
 
     with FlopCounterMode(display=False) as counter:
         step()
+    return step, views, counter.get_total_flops() / batch
+
+
+def cff_step_rate(ds, batch: int, *, repeat: int, chunk_tokens: int = CHUNK_TOKENS) -> dict:
+    """Images/s and FLOPs per image of the real training step at the paper's config (augmentation included)."""
+    step, views, flops_per_image = training_step(cff_config(**PAPER_CFF), ds, batch, chunk_tokens=chunk_tokens)
     step_s = timed(step, repeat=repeat)
     data_s = timed(views, repeat=max(3, repeat))
-    flops_per_image = counter.get_total_flops() / batch
     return dict(batch=batch, images_per_s=batch / step_s, gflop_per_image=flops_per_image / 1e9,
                 gflops=flops_per_image * batch / step_s / 1e9, data_share=data_s / step_s)
 
@@ -133,26 +140,15 @@ def probe_share(data_root: str | None, *, steps: int) -> dict:
         ds = get_dataset(config, data_root)
     except DatasetNotFoundError:
         config = cff_config(**{**{k: settings[k] for k in keys}, "dataset": "shapes",
-                               "dataset_options": {"n_train": 10000, "n_test": 10000}})
+                               "dataset_options": {"n_train": 10000, "n_test": 10000, "image_size": 32}})
         ds = get_dataset(config, data_root)
-    torch.manual_seed(0)
-    gen = torch.Generator().manual_seed(0)
-    model = CFFViT(channels=ds.channels, image_size=ds.image_size, patch=config["patch"], width=config["width"],
-                   heads=config["heads"], layers=config["layers"])
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config["lr"])
-    margins = margin_schedule(config["m0"], config["m_last"], config["layers"])
-    bs = config["batch_size"]
-    x, y = ds.x_train[:bs], ds.y_train[:bs]
-    labels = torch.cat([y, y])
-
-    def step():
-        views = torch.cat([augment(x, padding=config["padding"], flip=config["flip"], mean=ds.mean, std=ds.std,
-                                   generator=gen) for _ in range(2)])
-        cff_step(model, optimizer, views, labels, margins, margin_mode="clamp", stabilizer="detach", temperature=0.15)
-
+    step, _, _ = training_step(config, ds, config["batch_size"])
     step_s = timed(step, repeat=steps)
     n_train = round(len(ds.y_train) * (1 - config["val_fraction"]))
-    train_s = step_s * config["epochs"] * -(-n_train // bs)
+    train_s = step_s * config["epochs"] * -(-n_train // config["batch_size"])
+    model = CFFViT(channels=ds.channels, image_size=ds.image_size, patch=config["patch"], width=config["width"],
+                   heads=config["heads"], layers=config["layers"])
+    gen = torch.Generator().manual_seed(0)
     order = torch.randperm(len(ds.y_train), generator=gen)
     n_val = round(config["val_fraction"] * len(order))
     t0 = time.perf_counter()
@@ -198,15 +194,19 @@ def main(argv: list[str] | None = None) -> int:
     gflops = matmul_gflops()
     print(f"matmul 2048x2048 fp32: {gflops:.0f} GFLOP/s", flush=True)
 
-    x, y, source = cifar_images(args.data_root, 4096 if args.quick else 10240)
-    print(f"images: {source}", flush=True)
-    step_rows = [cff_step_rate(b, repeat=repeat, x_uint8=x, y=y) for b in (512, 128)]
+    ds = cifar10(args.data_root)
+    print(f"images: {ds.source}", flush=True)
+    step_rows = [cff_step_rate(ds, b, repeat=repeat) for b in (512, 128)]
+    whole = cff_step_rate(ds, 512, repeat=repeat, chunk_tokens=2**62)
     for r in step_rows:
         print(f"CFF step (E=128, L=8, batch {r['batch']}): {r['images_per_s']:.1f} images/s, "
               f"{r['gflop_per_image']:.2f} GFLOP/image, {r['gflops']:.0f} GFLOP/s = "
               f"{r['gflops'] / gflops:.0%} of matmul; data {r['data_share']:.1%} of the step", flush=True)
+    print(f"CFF step, batch 512 as one chunk (no cache blocking): {whole['images_per_s']:.1f} images/s = "
+          f"{whole['gflops'] / gflops:.0%} of matmul; chunks of {CHUNK_TOKENS} tokens are "
+          f"{step_rows[0]['images_per_s'] / whole['images_per_s']:.2f}x faster", flush=True)
 
-    aug = augmentation_rates(x, batches=4 if args.quick else 16)
+    aug = augmentation_rates(ds.x_train, batches=4 if args.quick else 16)
     for name, rate in aug.items():
         print(f"augmentation, two views, {name}: {rate:.0f} images/s ({rate / aug['pil_0_workers']:.1f}x PIL with 0 workers)",
               flush=True)

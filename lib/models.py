@@ -64,6 +64,7 @@ class CFFViT(nn.Module):
         first = nn.Sequential(PatchEmbedding(channels, image_size, patch, width), EncoderBlock(width, heads))
         self.layers = nn.ModuleList([first] + [EncoderBlock(width, heads) for _ in range(layers - 1)])
         self.width = width
+        self.tokens = (image_size // patch) ** 2  # tokens per image after the patch embedding
 
     def forward(self, images: torch.Tensor, *, local: bool = False) -> list[torch.Tensor]:
         """Token outputs of every layer; ``local=True`` cuts the graph between layers."""

@@ -4,7 +4,8 @@ import math
 import pytest
 import torch
 
-from lib.cff import cff_config, train_cff
+from lib.cff import cff_config, cff_step, train_cff
+from lib.losses import margin_schedule, margin_supcon
 from lib.models import CFFViT
 from lib.params import ParameterError
 
@@ -48,6 +49,28 @@ def test_layer_local_graph_gives_each_layer_only_its_own_gradient():
     outs[1].sum().backward()
     grads = [any(p.grad is not None and p.grad.abs().sum() > 0 for p in layer.parameters()) for layer in model.layers]
     assert grads == [False, True, False]
+
+
+@pytest.mark.parametrize("chunk_tokens", [16, 48, 10**6])  # 1 and 3 images (uneven split), whole batch
+def test_chunked_step_gives_the_whole_batch_gradients(chunk_tokens):
+    """cff_step pushes each layer's loss gradient back chunk by chunk; the reference is the textbook
+    layer-local step: one forward of the whole batch with detached layer inputs, the sum of the
+    layer losses, one backward."""
+    torch.manual_seed(0)
+    model = CFFViT(channels=3, image_size=8, patch=2, width=8, heads=2, layers=3)  # 16 tokens per image
+    views, labels = torch.randn(10, 3, 8, 8), torch.tensor([0, 1, 2, 0, 1] * 2)
+    margins = margin_schedule(0.4, 0.1, 3)
+    kw = dict(mode="clamp", stabilizer="detach", temperature=0.15)
+    losses = [margin_supcon(out.mean(dim=1), labels, m, **kw) for out, m in zip(model(views, local=True), margins)]
+    torch.stack(losses).sum().backward()
+    expected = [p.grad.clone() for p in model.parameters()]
+
+    frozen = torch.optim.SGD(model.parameters(), lr=0.0)  # step() leaves the parameters and keeps .grad
+    stats = cff_step(model, frozen, views, labels, margins, margin_mode="clamp", stabilizer="detach",
+                     temperature=0.15, chunk_tokens=chunk_tokens)
+    torch.testing.assert_close(stats[0], torch.stack(losses).detach().double())
+    for got, want in zip((p.grad for p in model.parameters()), expected):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
 
 
 @pytest.mark.parametrize("name,value", [("dataset", "imagenet"), ("margin_mode", "clip"), ("m0", -0.1),
