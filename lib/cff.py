@@ -157,75 +157,32 @@ def cff_step(model: CFFViT, optimizer: torch.optim.Optimizer, views: torch.Tenso
     return torch.stack([losses.detach().double().cpu(), torch.tensor(cars, dtype=torch.float64), grad_norms.double().cpu()])
 
 
-def train_cff(*, data_root: str | None = None, progress: bool | None = None, **params) -> dict:
-    """Train a CFF ViT layer by layer, then probe it; return metrics and per-epoch curves.
-
-    Metrics: ``status`` ("ok" or "diverged"), ``top1``/``top5`` test accuracy of the probe,
-    ``probe_val_loss``, and per epoch and layer ``loss``, ``car`` (clamp activation rate) and
-    ``grad_norm`` (L2 norm of the layer's loss gradient w.r.t. its own parameters), averaged over
-    the epoch's steps. ``progress=None`` shows a bar only on a terminal (quiet under papermill).
-    """
-    c = cff_config(**params)
-    if c["threads"]:
-        torch.set_num_threads(c["threads"])
-    t_start = time.perf_counter()
-    ds = get_dataset(c, data_root)
-    torch.manual_seed(c["seed"])                      # initialisation
-    gen = torch.Generator().manual_seed(c["seed"])    # split, data order, augmentation, probe
-
-    order = torch.randperm(len(ds.y_train), generator=gen)
+def split_indices(ds, c: dict, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """The run's (train, validation) indices into the training split: a per-seed random 10% held out."""
+    order = torch.randperm(len(ds.y_train), generator=generator)
     n_val = max(1, round(c["val_fraction"] * len(order)))
     val_idx, train_idx = order[:n_val], order[n_val:]
     if c["train_subset"]:
         train_idx = train_idx[: c["train_subset"]]
-    x_train, y_train = ds.x_train[train_idx], ds.y_train[train_idx]
+    return train_idx, val_idx
 
-    model = CFFViT(channels=ds.channels, image_size=ds.image_size, patch=c["patch"],
-                   width=c["width"], heads=c["heads"], layers=c["layers"])
-    optimizer = torch.optim.AdamW(model.parameters(), lr=c["lr"], weight_decay=c["weight_decay"])
-    margins = margin_schedule(c["m0"], c["m_last"], c["layers"])
 
-    curves = {"loss": [], "car": [], "grad_norm": []}
-    densities = []
-    status = "ok"
-    n, bs, L = len(y_train), c["batch_size"], c["layers"]
-    bar = tqdm(total=c["epochs"], desc=f"cff seed {c['seed']}", disable=None if progress is None else not progress, leave=False)
-    for epoch in range(c["epochs"]):
-        sums = torch.zeros(3, L, dtype=torch.float64)  # loss, car, grad_norm
-        steps = 0
-        perm = torch.randperm(n, generator=gen)
-        for start in range(0, n, bs):
-            idx = perm[start:start + bs]
-            x, y = x_train[idx], y_train[idx]
-            views = torch.cat([augment(x, padding=c["padding"], flip=c["flip"], mean=ds.mean, std=ds.std, generator=gen)
-                               for _ in range(2)])
-            labels = torch.cat([y, y])
-            step = cff_step(model, optimizer, views, labels, margins, margin_mode=c["margin_mode"],
-                            stabilizer=c["stabilizer"], temperature=c["temperature"])
-            if step is None:
-                status = "diverged"
-                break
-            sums += step
-            densities.append(positive_pair_density(labels))
-            steps += 1
-        if steps:
-            means = (sums / steps).tolist()
-            for key, row in zip(curves, means):
-                curves[key].append(row)
-        bar.update()
-        if status == "diverged":
-            break
-    bar.close()
-    train_s = time.perf_counter() - t_start
+def new_model(ds, c: dict, device: str | torch.device = "cpu") -> CFFViT:
+    """The run's freshly initialised model (initialisation drawn from the global seed ``c['seed']``)."""
+    torch.manual_seed(c["seed"])
+    return CFFViT(channels=ds.channels, image_size=ds.image_size, patch=c["patch"], width=c["width"],
+                  heads=c["heads"], layers=c["layers"]).to(device)
 
-    t_eval = time.perf_counter()
-    if status == "ok":
-        probe = linear_probe(model, ds, train_idx=train_idx, val_idx=val_idx, epochs=c["probe_epochs"],
-                             lr=c["probe_lr"], batch_size=c["probe_batch_size"], generator=gen)
-    else:
-        probe = {"top1": float("nan"), "top5": float("nan"), "probe_val_loss": float("nan"), "probe_best_epoch": -1}
-    eval_s = time.perf_counter() - t_eval
 
+def two_views(x: torch.Tensor, c: dict, ds, generator: torch.Generator) -> torch.Tensor:
+    """Two independently augmented views of the uint8 batch ``x``, stacked as ``[view1; view2]``."""
+    return torch.cat([augment(x, padding=c["padding"], flip=c["flip"], mean=ds.mean, std=ds.std, generator=generator)
+                      for _ in range(2)])
+
+
+def run_metrics(*, status: str, curves: dict, densities: list[float], probe: dict, margins: list[float],
+                train_images: int) -> dict:
+    """The metrics dict of one run (``train_s``/``eval_s`` are added by the caller)."""
     def layer_mean(key, layer):
         values = [epoch_row[layer] for epoch_row in curves[key]]
         return sum(values) / len(values) if values else float("nan")
@@ -234,7 +191,7 @@ def train_cff(*, data_root: str | None = None, progress: bool | None = None, **p
         "status": status,
         **probe,
         "epochs_completed": len(curves["loss"]),
-        "train_images": int(n),
+        "train_images": int(train_images),
         "positive_pair_density": sum(densities) / len(densities) if densities else float("nan"),
         "car_layer0": layer_mean("car", 0),
         "car_layer0_final": curves["car"][-1][0] if curves["car"] else float("nan"),
@@ -242,15 +199,76 @@ def train_cff(*, data_root: str | None = None, progress: bool | None = None, **p
         "loss_last_layer_final": curves["loss"][-1][-1] if curves["loss"] else float("nan"),
         "margins": margins,
         "curves": curves,
-        "train_s": train_s,
-        "eval_s": eval_s,
     }
+
+
+CURVES = ("loss", "car", "grad_norm")  # per epoch and layer; cff_step returns them in this order
+NO_PROBE = {"top1": float("nan"), "top5": float("nan"), "probe_val_loss": float("nan"), "probe_best_epoch": -1}
+
+
+def train_cff(*, data_root: str | None = None, progress: bool | None = None, device: str = "cpu", **params) -> dict:
+    """Train a CFF ViT layer by layer, then probe it; return metrics and per-epoch curves.
+
+    Metrics: ``status`` ("ok" or "diverged"), ``top1``/``top5`` test accuracy of the probe,
+    ``probe_val_loss``, and per epoch and layer ``loss``, ``car`` (clamp activation rate) and
+    ``grad_norm`` (L2 norm of the layer's loss gradient w.r.t. its own parameters), averaged over
+    the epoch's steps. ``progress=None`` shows a bar only on a terminal (quiet under papermill).
+    ``device`` is where the model and batches live (random numbers are drawn on the CPU either way).
+    """
+    c = cff_config(**params)
+    if c["threads"]:
+        torch.set_num_threads(c["threads"])
+    t_start = time.perf_counter()
+    ds = get_dataset(c, data_root)
+    gen = torch.Generator().manual_seed(c["seed"])    # split, data order, augmentation, probe
+    train_idx, val_idx = split_indices(ds, c, gen)
+    x_train, y_train = ds.x_train[train_idx].to(device), ds.y_train[train_idx].to(device)
+    model = new_model(ds, c, device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=c["lr"], weight_decay=c["weight_decay"])
+    margins = margin_schedule(c["m0"], c["m_last"], c["layers"])
+
+    curves = {key: [] for key in CURVES}
+    densities = []
+    status = "ok"
+    n, bs = len(train_idx), c["batch_size"]
+    bar = tqdm(total=c["epochs"], desc=f"cff seed {c['seed']}", disable=None if progress is None else not progress, leave=False)
+    for _ in range(c["epochs"]):
+        sums, steps = 0, 0
+        perm = torch.randperm(n, generator=gen).to(device)
+        for start in range(0, n, bs):
+            idx = perm[start:start + bs]
+            labels = torch.cat([y_train[idx]] * 2)
+            step = cff_step(model, optimizer, two_views(x_train[idx], c, ds, gen), labels, margins,
+                            margin_mode=c["margin_mode"], stabilizer=c["stabilizer"], temperature=c["temperature"])
+            if step is None:
+                status = "diverged"
+                break
+            sums, steps = sums + step, steps + 1
+            densities.append(positive_pair_density(labels))
+        if steps:
+            for key, row in zip(CURVES, (sums / steps).tolist()):
+                curves[key].append(row)
+        bar.update()
+        if status == "diverged":
+            break
+    bar.close()
+    train_s = time.perf_counter() - t_start
+
+    t_eval = time.perf_counter()
+    probe = NO_PROBE
+    if status == "ok":
+        probe = linear_probe(model, ds, train_idx=train_idx, val_idx=val_idx, epochs=c["probe_epochs"],
+                             lr=c["probe_lr"], batch_size=c["probe_batch_size"], generator=gen)
+    metrics = run_metrics(status=status, curves=curves, densities=densities, probe=probe, margins=margins,
+                          train_images=n)
+    return {**metrics, "train_s": train_s, "eval_s": time.perf_counter() - t_eval}
 
 
 def _features(model: CFFViT, images: torch.Tensor, mean, std) -> torch.Tensor:
     batch_size = max(1, CHUNK_TOKENS // model.tokens)  # cache-sized batches, as in training
+    device = next(model.parameters()).device
     model.eval()
-    feats = torch.cat([model.features(normalize(images[i:i + batch_size], mean, std))
+    feats = torch.cat([model.features(normalize(images[i:i + batch_size].to(device), mean, std)).cpu()
                        for i in range(0, len(images), batch_size)])
     model.train()
     return feats

@@ -60,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     for nb in selected:
         t0 = time.perf_counter()
         html = render(nb, profile=args.profile, results_dir=args.results_dir, parameters=extra)
-        print(f"{nb.name}: {time.perf_counter() - t0:.0f} s -> {html.relative_to(PROJECT_ROOT)}", flush=True)
+        shown = html.relative_to(PROJECT_ROOT) if html.is_relative_to(PROJECT_ROOT) else html
+        print(f"{nb.name}: {time.perf_counter() - t0:.0f} s -> {shown}", flush=True)
     return 0
 
 

@@ -2,9 +2,14 @@
 
 Each finished run is written to the results store the moment it ends, so a sweep that is killed
 loses only the runs in flight, and running it again does exactly what is missing.
+
+On the CPU, runs go to a pool of processes with the cores divided among them. On a GPU, a
+``batched_fn`` (e.g. ``lib.batched.train_cff_seeds``) trains the seeds of each cell as one stacked
+model: the paper's model is far too small to fill a GPU on its own.
 """
 from __future__ import annotations
 
+import json
 import os
 import time
 import traceback
@@ -18,20 +23,49 @@ from tqdm import tqdm  # plain bar: disable=None hides it off a terminal, e.g. u
 from lib.results import ResultsStore, utc_now
 
 
-def _run_one(train_fn: Callable, config: dict, data_root: str | None) -> tuple[str, dict, dict, str | None]:
+def _run_one(train_fn: Callable, config: dict, data_root: str | None,
+             device: str = "cpu") -> tuple[str, dict, dict, str | None]:
     """Run one config; never raises, so one broken run cannot take down a sweep."""
     started_at = utc_now()
     t0 = time.perf_counter()
     try:
-        metrics = dict(train_fn(data_root=data_root, progress=False, **config))
-        status, error = metrics.pop("status"), None
+        on_device = {"device": device} if device != "cpu" else {}  # train functions default to the CPU
+        metrics = dict(train_fn(data_root=data_root, progress=False, **on_device, **config))
     except Exception:  # recorded as "failed" and retried by the next sweep
-        metrics, status, error = {}, "failed", traceback.format_exc()
-    timings = {"started_at": started_at, "wall_s": time.perf_counter() - t0}
+        return "failed", {}, {"started_at": started_at, "wall_s": time.perf_counter() - t0}, traceback.format_exc()
+    return _outcome(metrics, started_at, time.perf_counter() - t0)
+
+
+def _outcome(metrics: dict, started_at: str, wall_s: float) -> tuple[str, dict, dict, None]:
+    """(status, metrics, timings, error) of a finished run, its timings moved out of the metrics."""
+    metrics = dict(metrics)
+    timings = {"started_at": started_at, "wall_s": wall_s}
     for key in ("train_s", "eval_s"):
         if key in metrics:
             timings[key] = metrics.pop(key)
-    return status, metrics, timings, error
+    return metrics.pop("status"), metrics, timings, None
+
+
+def _cells(configs: list[dict]) -> list[list[dict]]:
+    """Group configs into cells: same config but for the seed."""
+    cells: dict[str, list[dict]] = {}
+    for c in configs:
+        cells.setdefault(json.dumps({k: v for k, v in c.items() if k != "seed"}, sort_keys=True), []).append(c)
+    return list(cells.values())
+
+
+def _run_cell(batched_fn: Callable, train_fn: Callable, cell: list[dict], data_root: str | None, device: str) -> list[tuple]:
+    """One cell's seeds as one batched model; one by one if it fails or a seed diverges."""
+    started_at = utc_now()
+    t0 = time.perf_counter()
+    try:
+        results = batched_fn(cell, data_root=data_root, device=device, progress=False)
+    except Exception:
+        results = None
+    if results is None:
+        return [_run_one(train_fn, c, data_root, device) for c in cell]
+    wall_s = (time.perf_counter() - t0) / len(cell)
+    return [_outcome(m, started_at, wall_s) for m in results]
 
 
 def _init_worker(threads: int) -> None:
@@ -39,11 +73,14 @@ def _init_worker(threads: int) -> None:
 
 
 def run_sweep(store: ResultsStore, configs: list[dict], train_fn: Callable, *, workers: int = 1,
-              force: bool = False, data_root: str | None = None, progress: bool | None = None) -> list[dict]:
+              force: bool = False, data_root: str | None = None, progress: bool | None = None,
+              device: str = "cpu", batched_fn: Callable | None = None) -> list[dict]:
     """Run every config that has no finished record (all of them if ``force``); return all records.
 
     ``workers > 1`` runs configs in that many processes, with the machine's cores divided among
-    them so that they do not fight over threads. Records are written by this process only.
+    them so that they do not fight over threads. With ``batched_fn`` (meant for a GPU ``device``) the
+    seeds of each cell run as one batched model instead, in this process. Records are written by this
+    process only.
     """
     if not (isinstance(workers, int) and workers >= 1):
         raise ValueError(f"workers={workers!r} is not allowed: an integer >= 1")
@@ -57,7 +94,11 @@ def run_sweep(store: ResultsStore, configs: list[dict], train_fn: Callable, *, w
                     metrics=metrics, timings=timings, error=error)
         bar.update()
 
-    if workers == 1 or len(todo) <= 1:
+    if batched_fn is not None:
+        for cell in _cells(todo):
+            for config, outcome in zip(cell, _run_cell(batched_fn, train_fn, cell, data_root, device)):
+                record(config, outcome)
+    elif workers == 1 or len(todo) <= 1:
         for config in todo:
             record(config, _run_one(train_fn, config, data_root))
     else:

@@ -4,8 +4,11 @@ import copy
 import pytest
 import torch
 
-from lib.batched import batched_cff_step, batched_forward, stack_seeds, stacked_clamp_activation_rate, unstack_seed
-from lib.cff import cff_step
+from lib.batched import (batched_cff_step, batched_forward, stack_seeds, stacked_clamp_activation_rate,
+                         train_cff_seeds, unstack_seed)
+from lib.cff import cff_config, cff_step, train_cff
+from lib.results import ResultsStore
+from lib.sweep import run_sweep
 from lib.diagnostics import clamp_activation_rate
 from lib.models import CFFViT
 
@@ -140,3 +143,36 @@ def test_stacked_clamp_activation_rate_is_the_per_seed_rate():
     expected = torch.tensor([clamp_activation_rate(z[s], labels[s], 0.7) for s in range(S)], dtype=torch.float64)
     torch.testing.assert_close(got, expected, equal_nan=True)
     assert torch.isnan(got[1]) and 0 < got[0] < 1
+
+
+def test_batched_training_follows_each_seeds_own_run(tiny_cff):
+    """train_cff_seeds draws each seed's initialisation, split, order and augmentation as train_cff
+    does, so every curve of the batched cell matches that seed's separate run to float rounding."""
+    configs = [dict(tiny_cff, seed=s) for s in (0, 1)]
+    batched = train_cff_seeds(configs, device="cpu")
+    separate = [train_cff(**c) for c in configs]
+    for b, s in zip(batched, separate):
+        assert b["status"] == "ok" and b["train_images"] == s["train_images"]
+        for key in ("loss", "car", "grad_norm"):
+            torch.testing.assert_close(torch.tensor(b["curves"][key]), torch.tensor(s["curves"][key]), rtol=1e-4, atol=1e-5)
+        assert b["positive_pair_density"] == s["positive_pair_density"]
+
+
+def test_sweep_runs_cells_batched_and_records_every_seed(tmp_path, tiny_cff):
+    configs = [cff_config(**dict(tiny_cff, seed=s, margin_mode=m)) for m in ("clamp", "subtract") for s in (0, 1)]
+    cells = []
+
+    def batched(cell, **kw):
+        cells.append(sorted(c["seed"] for c in cell))
+        return train_cff_seeds(cell, **kw)
+
+    records = run_sweep(ResultsStore(tmp_path, "t", "smoke"), configs, train_cff, batched_fn=batched, progress=False)
+    assert cells == [[0, 1], [0, 1]]  # one call per margin mode, with both seeds
+    assert [r["config"] for r in records] == configs and {r["status"] for r in records} == {"ok"}
+
+
+def test_sweep_falls_back_to_single_runs_when_a_batched_seed_diverges(tmp_path, tiny_cff):
+    configs = [cff_config(**dict(tiny_cff, seed=s, lr=1e30)) for s in (0, 1)]
+    records = run_sweep(ResultsStore(tmp_path, "t", "smoke"), configs, train_cff, batched_fn=train_cff_seeds,
+                        progress=False)
+    assert {r["status"] for r in records} == {"diverged"}
