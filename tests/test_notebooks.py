@@ -11,6 +11,7 @@ from lib import PROJECT_ROOT
 from lib.params import ParameterError
 from lib.run_all import notebooks
 from lib.studies import margin_factorial
+from lib.studies import stop_gradient
 
 NOTEBOOKS = notebooks()
 
@@ -73,5 +74,55 @@ def test_bad_parameter_fails_in_the_notebook_before_any_run(tmp_path):
     with pytest.raises(papermill.PapermillExecutionError, match="m0"):
         papermill.execute_notebook(str(PROJECT_ROOT / "notebooks" / "01_margin_factorial.ipynb"), str(tmp_path / "bad.ipynb"),
                                    parameters={"profile": "smoke", "m0": -0.5, "results_dir": str(tmp_path)},
+                                   cwd=str(PROJECT_ROOT), kernel_name="python3", progress_bar=False)
+    assert not (tmp_path / "runs").exists()
+
+
+# --------------------------------------------------------------------------- notebook 06
+
+NOTEBOOK_06 = PROJECT_ROOT / "notebooks" / "06_stop_gradient_collapse.ipynb"
+
+
+def _parameters_06() -> dict:
+    """The parameters cell of notebook 06, as a dict."""
+    nb = nbformat.read(NOTEBOOK_06, as_version=4)
+    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    namespace: dict = {}
+    exec(cell.source, namespace)
+    return {k: v for k, v in namespace.items() if not k.startswith("__")}
+
+
+def test_notebook_06_smoke_writes_records_and_tables(tmp_path):
+    out = tmp_path / "06.ipynb"
+    t0 = time.perf_counter()
+    papermill.execute_notebook(str(NOTEBOOK_06), str(out), parameters={"profile": "smoke", "results_dir": str(tmp_path)},
+                               cwd=str(PROJECT_ROOT), kernel_name="python3", progress_bar=False)
+    elapsed = time.perf_counter() - t0
+    runs = list((tmp_path / "runs" / stop_gradient.STUDY / "smoke").glob("*.json"))
+    settings = stop_gradient.resolve({**_parameters_06(), "profile": "smoke"})
+    assert len(runs) == len(stop_gradient.plan(settings))
+    table = pd.read_csv(tmp_path / "tables" / f"{stop_gradient.STUDY}_smoke.csv")
+    assert len(table) == len(runs) and set(table.status) == {"ok"}
+    assert set(table["config.experiment"]) == set(stop_gradient.EXPERIMENTS)
+    verdicts = pd.read_csv(tmp_path / "tables" / f"{stop_gradient.STUDY}_smoke_paper_vs_reproduced.csv")
+    assert {"quantity", "ours", "paper", "evidence", "verdict"} <= set(verdicts.columns) and len(verdicts) > 1
+    for name in ("rates", "w2_spectrum", "teacher_student", "real"):
+        assert (tmp_path / "tables" / f"{stop_gradient.STUDY}_smoke_{name}.csv").exists()
+    assert elapsed < 60, f"smoke run of notebook 06 took {elapsed:.0f} s (budget 60 s)"
+
+
+@pytest.mark.parametrize("name,value", [("profile", "huge"), ("r_values", [0.2, 1.0]), ("r_values", [0.03]),
+                                        ("r_values", []), ("dim", 2), ("num_classes", 1), ("dt", 5.0),
+                                        ("gamma", "fast"), ("seeds", 0), ("steps", 1.5), ("real_dataset", "imagenet"),
+                                        ("head_rate", -1.0), ("readout_noise", -0.1), ("samples_per_class", 1)])
+def test_notebook_06_bad_parameter_fails_before_any_run_naming_it(name, value):
+    with pytest.raises(ParameterError, match=name):
+        stop_gradient.resolve({**_parameters_06(), name: value})
+
+
+def test_notebook_06_bad_parameter_fails_in_the_notebook_before_any_run(tmp_path):
+    with pytest.raises(papermill.PapermillExecutionError, match="r_values"):
+        papermill.execute_notebook(str(NOTEBOOK_06), str(tmp_path / "bad.ipynb"),
+                                   parameters={"profile": "smoke", "r_values": [0.5, 1.5], "results_dir": str(tmp_path)},
                                    cwd=str(PROJECT_ROOT), kernel_name="python3", progress_bar=False)
     assert not (tmp_path / "runs").exists()

@@ -1,0 +1,173 @@
+"""The minimal collapse model (lib/collapse.py): gradients, sectors, closed form, slow rate, stop-gradient fixed point."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from lib import collapse as C
+
+
+def _start(n=5, m=20, r=0.2, d=8, seed=0):
+    att = C.balanced_attachment(n, m, r)
+    u0, v0 = C.init_embeddings(att, d, torch.Generator().manual_seed(seed))
+    return att, u0, v0
+
+
+def _unequal_attachment(seed=0):
+    """Unequal class sizes and a random frustrated subset: the flow's formulas must not assume balance."""
+    g = torch.Generator().manual_seed(seed)
+    labels = torch.randint(0, 4, (37,), generator=g)
+    labels[:4] = torch.arange(4)  # every class present
+    return C.attachment(labels, C.random_frustration(labels, 0.3, g), 4)
+
+
+@pytest.mark.parametrize("mode", C.MODES)
+@pytest.mark.parametrize("balanced", [True, False])
+def test_autograd_gradient_of_the_loss_equals_the_hand_written_flow(mode, balanced):
+    att = _start()[0] if balanced else _unequal_attachment()
+    g = torch.Generator().manual_seed(1)
+    d = 6
+    u = torch.randn(att.num_samples, d, generator=g, dtype=C.DTYPE)
+    v = torch.randn(att.num_classes, d, generator=g, dtype=C.DTYPE)
+    W = torch.randn(d, d, generator=g, dtype=C.DTYPE)  # a generic head, not a special point
+    hand = C.flow(u, v, att, W, mode, gamma=0.7, head_rate=3.0)
+    auto = C.autograd_flow(u, v, att, W, mode, gamma=0.7, head_rate=3.0)
+    for h, a in zip(hand, auto):
+        if h is None:
+            assert a is None and mode == "none"
+            continue
+        torch.testing.assert_close(h, a, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("mode", C.MODES)
+def test_student_chain_rule_equals_autograd(mode):
+    att = _unequal_attachment(2)
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(att.num_samples, 9, generator=g, dtype=C.DTYPE)
+    S = torch.randn(5, 9, generator=g, dtype=C.DTYPE)
+    v = torch.randn(att.num_classes, 5, generator=g, dtype=C.DTYPE)
+    W = None if mode == "none" else torch.randn(5, 5, generator=g, dtype=C.DTYPE)
+    hand = C.student_velocity(x, att, mode, 1.3, 2.0, "euler")(S, v, W)
+    auto = C.student_velocity(x, att, mode, 1.3, 2.0, "gd")(S, v, W)
+    for h, a in zip(hand, auto):
+        if h is not None:
+            torch.testing.assert_close(h, a, rtol=1e-12, atol=1e-12)
+
+
+def test_gradient_descent_takes_the_euler_steps_of_the_flow():
+    att, u0, v0 = _start()
+    kw = dict(mode="none", gamma=1.0, dt=0.1, steps=300, record=[300])
+    gd, euler = C.simulate(att, u0, v0, integrator="gd", **kw), C.simulate(att, u0, v0, integrator="euler", **kw)
+    torch.testing.assert_close(gd["u"], euler["u"], rtol=0, atol=1e-12)
+    torch.testing.assert_close(gd["v"], euler["v"], rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("r", [0.0, 0.1, 0.4])
+def test_flow_eigenvalues_are_the_closed_form_sector_rates(r):
+    n, m, gamma = 4, 10, 1.7
+    att = C.balanced_attachment(n, m, r)
+    eig = torch.linalg.eigvals(C.flow_matrix(att, gamma))
+    assert eig.imag.abs().max() < 1e-10  # similar to a symmetric matrix: real spectrum
+    np.testing.assert_allclose(np.sort(eig.real.numpy()), C.sector_eigenvalues(n, m, r, gamma), atol=1e-10)
+    assert C.slow_rate(r, gamma) == pytest.approx(gamma * (1 - math.sqrt(1 - r)))
+    assert C.slow_rate(r, gamma) + C.fast_rate(r, gamma) == pytest.approx(2 * gamma)  # trace of the contrast block
+    assert C.slow_rate(r, gamma) * C.fast_rate(r, gamma) == pytest.approx(gamma ** 2 * r)  # its determinant
+
+
+@pytest.mark.parametrize("r", [0.0, 0.2])
+def test_closed_form_matches_the_rk4_integration(r):
+    att, u0, v0 = _start(r=r)
+    tr = C.simulate(att, u0, v0, mode="none", gamma=1.3, dt=0.05, steps=400, integrator="rk4", record=[400])
+    u_t, v_t = C.closed_form(att, u0, v0, gamma=1.3, t=20.0)
+    torch.testing.assert_close(tr["u"], u_t, rtol=0, atol=1e-9)
+    torch.testing.assert_close(tr["v"], v_t, rtol=0, atol=1e-9)
+    # and at t = 0 the closed form is the start
+    u_0, v_0 = C.closed_form(att, u0, v0, gamma=1.3, t=0.0)
+    torch.testing.assert_close(u_0, u0)
+    torch.testing.assert_close(v_0, v0)
+
+
+def test_fit_decay_rate_recovers_an_exponential():
+    t = np.linspace(0, 50, 200)
+    assert C.fit_decay_rate(t, 3 * np.exp(-0.37 * t)) == pytest.approx(0.37, rel=1e-10)
+
+
+@pytest.mark.parametrize("integrator", ["gd", "rk4"])
+@pytest.mark.parametrize("r", [0.05, 0.1, 0.2, 0.4])
+def test_simulated_slow_rate_matches_the_closed_form_within_2_percent(r, integrator):
+    att, u0, v0 = _start(r=r)
+    gamma, dt = 1.0, 0.1
+    tr = C.simulate(att, u0, v0, mode="none", gamma=gamma, dt=dt, steps=2000, integrator=integrator)
+    fitted = C.fit_decay_rate(tr["t"], tr["min_label_distance"], t_min=10 / gamma)
+    assert fitted == pytest.approx(C.slow_rate(r, gamma), rel=0.02)
+    # Sharper: each integrator's own exact rate, -log(1 - lambda dt)/dt for gradient descent's Euler steps.
+    exact = C.euler_rate(C.slow_rate(r, gamma), dt) if integrator == "gd" else C.slow_rate(r, gamma)
+    assert fitted == pytest.approx(exact, rel=1e-6)
+
+
+def test_r0_preserves_the_minimum_label_distance():
+    att, u0, v0 = _start(r=0.0)
+    # Aligned start (every sample on its label): a fixed point, the distance is preserved exactly.
+    aligned = v0[att.labels]
+    tr = C.simulate(att, aligned, v0, mode="none", dt=0.1, steps=1000, integrator="euler")
+    d = np.asarray(tr["min_label_distance"])
+    np.testing.assert_allclose(d, d[0], rtol=1e-12)
+    # Random start: the distance settles at the closed-form limit, the min over pairs of |(c~ + v~)_a - (c~ + v~)_b| / 2.
+    tr = C.simulate(att, u0, v0, mode="none", dt=0.1, steps=1000, integrator="rk4")
+    c0 = torch.stack([u0[att.labels == a].mean(0) for a in range(att.num_classes)])
+    limit = C.min_label_distance((c0 + v0) / 2)
+    d = np.asarray(tr["min_label_distance"])
+    late = np.asarray(tr["t"]) >= 30
+    np.testing.assert_allclose(d[late], limit, rtol=1e-9)
+    assert limit > 0.1 * d[0]
+
+
+@pytest.mark.parametrize("r", [0.1, 0.4])
+def test_frustration_drives_the_minimum_label_distance_below_1e_6_of_its_start(r):
+    att, u0, v0 = _start(r=r)
+    gamma, dt = 1.0, 0.1
+    horizon = (math.log(1e7) / C.slow_rate(r, gamma)) + 20  # time for the slow mode to fall by 1e7, plus the transient
+    for start_u in (u0, v0[att.labels]):  # random and aligned starts
+        tr = C.simulate(att, start_u, v0, mode="none", gamma=gamma, dt=dt, steps=math.ceil(horizon / dt), integrator="euler")
+        d = tr["min_label_distance"]
+        assert d[-1] < 1e-6 * d[0]
+
+
+@pytest.mark.parametrize("r", [0.2, 0.4])
+def test_stop_gradient_fixed_point_has_w2_eigenvalues_1_and_1_minus_r(r):
+    att, u0, v0 = _start(n=10, m=20, r=r, d=16)
+    tr = C.simulate(att, u0, v0, C.head_start(16, 1.0), mode="sg", gamma=1.0, dt=0.1, steps=2500, head_rate=10.0,
+                    integrator="euler")
+    speed = torch.cat([x.flatten() for x in C.flow(tr["u"], tr["v"], att, tr["W"], "sg", 1.0, 10.0)]).norm()
+    assert speed < 1e-6, "not at a fixed point"
+    spectrum = C.w2_spectrum(tr["W"], tr["v"])
+    assert spectrum["mean_direction"] == pytest.approx(1.0, abs=1e-3)
+    np.testing.assert_allclose(spectrum["class_directions"], 1 - r, atol=1e-3)
+    eig = np.asarray(spectrum["eigenvalues"])
+    assert np.sum(np.abs(eig - 1) < 1e-3) == 1 and np.sum(np.abs(eig - (1 - r)) < 1e-3) == att.num_classes - 1
+    # The fixed-point identity behind it: W^2 c_a = (1 - r) c_a + r c_bar for the clean class means.
+    clean = ~att.frustrated
+    c = torch.stack([tr["u"][clean & (att.labels == a)].mean(0) for a in range(att.num_classes)])
+    torch.testing.assert_close(c @ (tr["W"] @ tr["W"]).T, (1 - r) * c + r * c.mean(0), rtol=0, atol=1e-6)
+    assert tr["min_label_distance"][-1] > 0.1 * tr["min_label_distance"][0]  # separation stays finite
+
+
+def test_without_stop_gradient_the_head_does_not_prevent_collapse():
+    att, u0, v0 = _start(n=5, m=10, r=0.2, d=8)
+    tr = C.simulate(att, u0, v0, C.head_start(8, 1.0), mode="no_sg", gamma=1.0, dt=0.1, steps=3000, head_rate=10.0,
+                    integrator="euler")
+    assert tr["min_label_distance"][-1] < 1e-6 * tr["min_label_distance"][0]
+
+
+def test_r_times_samples_per_class_must_be_whole():
+    with pytest.raises(ValueError, match="whole number"):
+        C.balanced_attachment(4, 10, 0.05)
+
+
+def test_closed_form_label_distances_decay_exactly_at_the_slow_rate():
+    att, u0, v0 = _start(r=0.3)
+    # Late enough that the fast mode is below 1e-30 of the slow one; far below float64 rounding of positions.
+    d = C.closed_form_min_label_distance(att, u0, v0, 1.0, [60.0, 300.0])
+    assert d[1] < 1e-16  # the embeddings are O(1): below their float64 rounding, yet still exact
+    assert math.log(d[0] / d[1]) / 240.0 == pytest.approx(C.slow_rate(0.3), rel=1e-9)
