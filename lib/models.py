@@ -74,7 +74,7 @@ class CFFViT(nn.Module):
             outputs.append(h)
         return outputs
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def features(self, images: torch.Tensor) -> torch.Tensor:
         """Mean-pooled last-layer tokens: the representation the linear probe reads."""
         h = images
