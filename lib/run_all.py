@@ -4,7 +4,8 @@
     python -m lib.run_all --profile cpu --data-root ../shared/data --only 01
 
 Rendered notebooks go to results/notebooks/<notebook>_<profile>.{ipynb,html}; each notebook writes
-its own records and tables under results/.
+its own records and tables under results/. The job ends by writing results/index.html, every
+study's paper-vs-reproduced verdicts on one page (lib.report).
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from nbconvert import HTMLExporter
 
 from lib import PROJECT_ROOT
 from lib.params import PROFILE_NAMES
+from lib.report import write_index
 
 NOTEBOOKS = PROJECT_ROOT / "notebooks"
 
@@ -62,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         html = render(nb, profile=args.profile, results_dir=args.results_dir, parameters=extra)
         shown = html.relative_to(PROJECT_ROOT) if html.is_relative_to(PROJECT_ROOT) else html
         print(f"{nb.name}: {time.perf_counter() - t0:.0f} s -> {shown}", flush=True)
+    print(f"report: {write_index(args.results_dir)}", flush=True)
     return 0
 
 
