@@ -33,3 +33,30 @@ def positive_pair_density(labels: torch.Tensor) -> float:
     if len(labels) == 0:
         raise ValueError("labels is empty: the density of an empty batch is undefined")
     return float(positive_mask(labels).sum()) / len(labels)
+
+
+def expected_positive_pair_density(batch_size: int, num_classes: int, dataset_size: int | None = None) -> float:
+    """Expected mean |P(i)| for a batch of ``batch_size`` images (two views each) over K classes.
+
+    A class-balanced batch (N/K images of every class) gives exactly 2N/K - 1: each of the 2N
+    views has 2N/K same-class views, itself excluded. A batch drawn at random, without
+    replacement, from a class-balanced set of M = ``dataset_size`` images has hypergeometric class
+    counts n_k, and since the density is 2 sum_k n_k^2 / N - 1, their spread adds
+
+        E[density] = 2N/K - 1 + 2 (1 - 1/K) (M - N) / (M - 1),
+
+    close to 2 for M >> N: batches that are not balanced hold more same-class pairs.
+    ``dataset_size=None`` (or M = N, the whole set in one batch) gives the balanced closed form.
+    """
+    for name, value, low in (("batch_size", batch_size, 1), ("num_classes", num_classes, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{name}={value!r} must be an int >= {low}")
+    balanced = 2 * batch_size / num_classes - 1
+    if dataset_size is None:
+        return balanced
+    if isinstance(dataset_size, bool) or not isinstance(dataset_size, int) or dataset_size < batch_size:
+        raise ValueError(f"dataset_size={dataset_size!r} must be None or an int >= batch_size={batch_size}")
+    if dataset_size == 1:
+        return balanced
+    spread = 2 * (1 - 1 / num_classes) * (dataset_size - batch_size) / (dataset_size - 1)
+    return balanced + spread

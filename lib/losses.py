@@ -2,10 +2,14 @@
 
 Conventions: ``z`` holds the 2N stacked view features ``[view1; view2]`` (rows are samples),
 ``labels`` their 2N class labels; features are L2-normalised inside the loss.
+
+The self-supervised pair losses (:func:`info_nce`, :func:`flat_nce`) take the two views apart,
+``z1`` and ``z2`` ([N, dim] each, row i of both from image i).
 """
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -100,3 +104,72 @@ def margin_supcon(
     pos_log_p = (log_p * pos).sum(dim=1)  # masked entries are finite, so multiplying is safe
     per_anchor = -pos_log_p / n_pos.clamp(min=1)
     return per_anchor.mean()
+
+
+class FlatNCE(NamedTuple):
+    """What :func:`flat_nce` returns: the loss to backpropagate and the InfoNCE value beside it."""
+
+    loss: torch.Tensor      # scalar, value exactly 1; its gradient is FlatNCE's
+    info_nce: torch.Tensor  # scalar, detached: InfoNCE on the same batch, for reporting
+
+
+def pair_logits(z1: torch.Tensor, z2: torch.Tensor, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Positive and negative logits of the 2N anchors of a two-view batch (SimCLR's pairing).
+
+    With f = L2-normalised rows of [z1; z2] and s_ij = f_i . f_j, anchor i's positive is its other
+    view p(i) = i +- N and its negatives are the other 2N - 2 rows of both views. Returns
+    ``(positive [2N], negatives [2N, 2N - 2])`` = (s_{i,p(i)} / tau, s_ij / tau for j not in {i, p(i)}),
+    negatives in row order.
+    """
+    if z1.ndim != 2 or z1.shape != z2.shape:
+        raise ValueError(f"z1 and z2 must be [N, dim] of the same shape, got {tuple(z1.shape)} and {tuple(z2.shape)}")
+    if z1.shape[0] < 2:
+        raise ValueError(f"a batch needs N >= 2 pairs to have negatives, got N={z1.shape[0]}")
+    if not (math.isfinite(temperature) and temperature > 0):
+        raise ValueError(f"temperature={temperature} must be > 0")
+    n = z1.shape[0]
+    f = F.normalize(torch.cat([z1, z2]), dim=1)
+    logits = f @ f.T / temperature
+    rows = torch.arange(2 * n, device=z1.device)
+    partner = (rows + n) % (2 * n)
+    positive = logits[rows, partner]
+    is_negative = torch.ones_like(logits, dtype=torch.bool)
+    is_negative[rows, rows] = False
+    is_negative[rows, partner] = False
+    return positive, logits[is_negative].view(2 * n, 2 * n - 2)
+
+
+def info_nce(z1: torch.Tensor, z2: torch.Tensor, temperature: float = 0.1) -> torch.Tensor:
+    r"""SimCLR's NT-Xent loss on two views ``z1``, ``z2`` ([N, dim], row i of each from image i).
+
+    With the logits of :func:`pair_logits` (cosine / tau, positive = the other view, 2N - 2
+    negatives from both views), for each of the 2N anchors
+
+        l_i  = -log( exp(s_ip / tau) / (exp(s_ip / tau) + sum_{j neg} exp(s_ij / tau)) )
+        loss = mean_i l_i
+
+    Its value is log(2N - 1) when every similarity is equal (the "log-K" ceiling), and it tends
+    to 0 as positives separate from the negatives.
+    """
+    positive, negatives = pair_logits(z1, z2, temperature)
+    return (torch.logsumexp(torch.cat([positive[:, None], negatives], dim=1), dim=1) - positive).mean()
+
+
+def flat_nce(z1: torch.Tensor, z2: torch.Tensor, temperature: float = 0.1) -> FlatNCE:
+    r"""FlatNCE (FLAT, STUDIES.md study 5) on two views ``z1``, ``z2`` ([N, dim]); see :func:`info_nce`.
+
+    Flat logits compare each negative with the anchor's positive, and v_i is their log-sum-exp:
+
+        v_i  = logsumexp_{j neg} (s_ij - s_ip) / tau
+        loss = mean_i exp(v_i - stopgrad(v_i))
+
+    The value is exactly 1; the gradient is mean_i grad v_i. Since InfoNCE's l_i = log(1 + e^{v_i})
+    (= softplus v_i), grad l_i = (1 - e^{-l_i}) grad v_i: per anchor, FlatNCE's gradient is InfoNCE's
+    divided by 1 - e^{-l_i}, which keeps it from vanishing as l_i -> 0.
+
+    Returns :class:`FlatNCE` ``(loss, info_nce)``: backpropagate ``loss``; ``info_nce`` is the
+    detached mean_i softplus(v_i), InfoNCE on the same batch.
+    """
+    positive, negatives = pair_logits(z1, z2, temperature)
+    v = torch.logsumexp(negatives - positive[:, None], dim=1)
+    return FlatNCE(loss=torch.exp(v - v.detach()).mean(), info_nce=F.softplus(v.detach()).mean())

@@ -9,7 +9,7 @@ import torch
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from lib.diagnostics import clamp_activation_rate, positive_pair_density
+from lib.diagnostics import clamp_activation_rate, expected_positive_pair_density, positive_pair_density
 
 FAST = settings(max_examples=25, deadline=None, database=None, derandomize=True)
 DT = torch.float64
@@ -186,3 +186,46 @@ def test_density_extremes():
     assert positive_pair_density(torch.arange(9)) == 0.0  # all distinct
     assert positive_pair_density(torch.zeros(9, dtype=torch.long)) == 8.0  # one class
     assert positive_pair_density(torch.tensor([3, 3])) == 1.0  # the other view only
+
+
+# --------------------------------------------------------------------------------------------
+# expected_positive_pair_density (studies 2 and 3 set the measured density beside it)
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("n,k", [(256, 10), (256, 100), (512, 10), (500, 100), (6, 3)])
+def test_expected_density_balanced_is_the_closed_form_and_the_library_count(n, k):
+    """A class-balanced batch: the closed form 2N/K - 1, the library's count and the brute force agree."""
+    labels = torch.arange(n) % k
+    labels = torch.cat([labels, labels])
+    expected = expected_positive_pair_density(n, k)
+    assert expected == pytest.approx(2 * n / k - 1, abs=1e-12)
+    if n % k == 0:  # only then can a batch be exactly balanced
+        assert positive_pair_density(labels) == pytest.approx(expected, abs=1e-12)
+        assert brute_density(labels) == pytest.approx(expected, abs=1e-12)
+    # the whole balanced set in one batch (M = N) is the balanced case too
+    assert expected_positive_pair_density(n, k, n) == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize("n,k,m", [(64, 10, 1000), (32, 8, 64), (50, 25, 500)])
+def test_expected_density_of_random_batches_matches_simulation(n, k, m):
+    """Batches drawn without replacement from a balanced set: the mean measured density over many
+    draws equals the hypergeometric expectation (within 4 standard errors)."""
+    pool = torch.arange(m) % k
+    g = torch.Generator().manual_seed(0)
+    draws = []
+    for _ in range(4000):
+        y = pool[torch.randperm(m, generator=g)[:n]]
+        draws.append(positive_pair_density(torch.cat([y, y])))
+    draws = torch.tensor(draws, dtype=DT)
+    se = float(draws.std() / math.sqrt(len(draws)))
+    expected = expected_positive_pair_density(n, k, m)
+    assert abs(float(draws.mean()) - expected) < 4 * se
+    # random batches hold more same-class pairs than a balanced one
+    assert expected > expected_positive_pair_density(n, k)
+
+
+@pytest.mark.parametrize("kwargs,name", [(dict(batch_size=0, num_classes=10), "batch_size"),
+                                         (dict(batch_size=8, num_classes=True), "num_classes"),
+                                         (dict(batch_size=8, num_classes=2, dataset_size=4), "dataset_size")])
+def test_expected_density_rejects_bad_arguments(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        expected_positive_pair_density(**kwargs)

@@ -126,3 +126,81 @@ def test_notebook_06_bad_parameter_fails_in_the_notebook_before_any_run(tmp_path
                                    parameters={"profile": "smoke", "r_values": [0.5, 1.5], "results_dir": str(tmp_path)},
                                    cwd=str(PROJECT_ROOT), kernel_name="python3", progress_bar=False)
     assert not (tmp_path / "runs").exists()
+
+
+# ------------------------------------------------------------------ notebooks 02 and 03
+
+from lib.studies import cross_dataset, difficulty_sweep  # noqa: E402
+
+STUDIES_2_3 = {"02_cross_dataset_reversal": cross_dataset, "03_difficulty_sweep": difficulty_sweep}
+
+
+def _parameters_cell(name: str) -> dict:
+    """The parameters cell of a notebook, as a dict."""
+    nb = nbformat.read(PROJECT_ROOT / "notebooks" / f"{name}.ipynb", as_version=4)
+    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    namespace: dict = {}
+    exec(cell.source, namespace)
+    return {k: v for k, v in namespace.items() if not k.startswith("__")}
+
+
+@pytest.mark.parametrize("name,extra_tables", [("02_cross_dataset_reversal", ["per_dataset"]),
+                                               ("03_difficulty_sweep", ["per_level"])])
+def test_notebooks_02_03_smoke_write_records_and_tables(tmp_path, name, extra_tables):
+    study = STUDIES_2_3[name]
+    t0 = time.perf_counter()
+    papermill.execute_notebook(str(PROJECT_ROOT / "notebooks" / f"{name}.ipynb"), str(tmp_path / "out.ipynb"),
+                               parameters={"profile": "smoke", "results_dir": str(tmp_path)},
+                               cwd=str(PROJECT_ROOT), kernel_name="python3", progress_bar=False)
+    elapsed = time.perf_counter() - t0
+    runs = list((tmp_path / "runs" / study.STUDY / "smoke").glob("*.json"))
+    assert len(runs) == len(study.plan(study.resolve({**_parameters_cell(name), "profile": "smoke"})))
+    table = pd.read_csv(tmp_path / "tables" / f"{study.STUDY}_smoke.csv")
+    assert len(table) == len(runs) and set(table.status) == {"ok"}
+    for extra in extra_tables:
+        assert len(pd.read_csv(tmp_path / "tables" / f"{study.STUDY}_smoke_{extra}.csv")) >= 2
+    verdicts = pd.read_csv(tmp_path / "tables" / f"{study.STUDY}_smoke_paper_vs_reproduced.csv")
+    assert {"quantity", "ours", "paper", "evidence", "verdict"} <= set(verdicts.columns) and len(verdicts) >= 4
+    assert elapsed < 120, f"smoke run took {elapsed:.0f} s (budget 60 s on an idle machine)"
+
+
+@pytest.mark.parametrize("name,value", [("datasets", ["cifar10", "imagenet"]), ("datasets", []), ("seeds", 1),
+                                        ("skip_missing", "yes"), ("stabilizer", "none"), ("margin_modes", ["clamp"]),
+                                        ("shapes_options", {"num_classes": 7}), ("profile", "huge"), ("lr", -1.0)])
+def test_notebook_02_bad_parameter_fails_naming_it(name, value):
+    with pytest.raises(ParameterError, match=name):
+        cross_dataset.resolve({**_parameters_cell("02_cross_dataset_reversal"), name: value})
+
+
+@pytest.mark.parametrize("name,value", [("levels", [0, 9]), ("levels", "0,1"), ("knob", "noise"), ("seeds", 0),
+                                        ("dataset", "imagenet"), ("m0", 2.0), ("layers", 0)])
+def test_notebook_03_bad_parameter_fails_naming_it(name, value):
+    with pytest.raises(ParameterError, match=name):
+        difficulty_sweep.resolve({**_parameters_cell("03_difficulty_sweep"), name: value})
+
+
+@pytest.mark.parametrize("name,parameters,message", [
+    ("02_cross_dataset_reversal", {"datasets": ["cifar100"], "skip_missing": True}, "datasets"),
+    ("03_difficulty_sweep", {"levels": [0, 5]}, "levels"),
+])
+def test_notebooks_02_03_bad_parameter_fail_before_any_run(tmp_path, name, parameters, message):
+    with pytest.raises(papermill.PapermillExecutionError, match=message):
+        papermill.execute_notebook(str(PROJECT_ROOT / "notebooks" / f"{name}.ipynb"), str(tmp_path / "bad.ipynb"),
+                                   parameters={"profile": "smoke", "results_dir": str(tmp_path),
+                                               "data_root": str(tmp_path), **parameters},
+                                   cwd=str(PROJECT_ROOT), kernel_name="python3", progress_bar=False)
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("name,parameters", [("02_cross_dataset_reversal", {"datasets": ["shapes10", "svhn"]}),
+                                             ("03_difficulty_sweep", {"dataset": "svhn", "levels": [0, 4]})])
+def test_notebooks_02_03_missing_dataset_fails_before_training_with_the_data_layers_message(tmp_path, monkeypatch,
+                                                                                          name, parameters):
+    monkeypatch.setenv("TORCHVISION_CACHE", str(tmp_path / "no_cache"))  # inherited by the kernel
+    with pytest.raises(papermill.PapermillExecutionError, match="DatasetNotFoundError") as err:
+        papermill.execute_notebook(str(PROJECT_ROOT / "notebooks" / f"{name}.ipynb"), str(tmp_path / "missing.ipynb"),
+                                   parameters={"profile": "smoke", "results_dir": str(tmp_path),
+                                               "data_root": str(tmp_path), **parameters},
+                                   cwd=str(PROJECT_ROOT), kernel_name="python3", progress_bar=False)
+    assert "'svhn' was not found" in str(err.value)
+    assert not (tmp_path / "runs").exists()

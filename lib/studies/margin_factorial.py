@@ -11,9 +11,10 @@ import numpy as np
 import pandas as pd
 
 from lib import params, stats
-from lib.cff import cff_config
 from lib.data import DATASETS
 from lib.losses import MARGIN_MODES, STABILIZERS
+from lib.studies import common
+from lib.studies.common import variance_comparison
 
 STUDY = "01_margin_factorial"
 
@@ -34,33 +35,23 @@ PROFILES = {
 
 def resolve(p: dict) -> dict:
     """Check the notebook's parameters and fill the None ones from the profile. No compute."""
-    profile = params.choice("profile", p.get("profile"), PROFILES)
-    s = {k: (PROFILES[profile][k] if p.get(k) is None else p[k]) for k in PROFILES[profile]}
-    s["profile"] = profile
+    s = common.profile_settings(p, PROFILES)
     params.choice("dataset", s["dataset"], DATASETS)
     if not isinstance(s["dataset_options"], dict):
         params.fail("dataset_options", s["dataset_options"], "a dict of lib.data.load_dataset options")
-    for name in ("seeds", "layers", "width", "heads", "patch", "epochs", "batch_size", "probe_epochs", "workers"):
-        params.integer(name, s[name], 1)
+    params.integer("seeds", s["seeds"], 1)
     params.integer("dose_seeds", s["dose_seeds"], 0)
-    params.integer("train_subset", s["train_subset"], 0)
     s["margin_modes"] = params.choices("margin_modes", p.get("margin_modes"), MARGIN_MODES)
     s["stabilizers"] = params.choices("stabilizers", p.get("stabilizers"), STABILIZERS)
-    s["m0"] = params.number("m0", p.get("m0"), 0.0, 1.0)
-    s["m_last"] = params.number("m_last", p.get("m_last"), 0.0, 1.0)
+    common.check_training(s, p)
     s["dose_m0"] = params.number("dose_m0", p.get("dose_m0"), 0.0, 1.0)
-    s["temperature"] = params.number("temperature", p.get("temperature"), 0.0, low_open=True)
-    s["lr"] = params.number("lr", p.get("lr"), 0.0, low_open=True)
-    s["force"] = params.flag("force", p.get("force", False))
     # Every run config goes through cff_config once here, so a bad combination fails now.
     plan(s)
     return s
 
 
 def _config(s: dict, **run) -> dict:
-    keys = ("dataset", "dataset_options", "layers", "width", "heads", "patch", "epochs", "batch_size",
-            "train_subset", "probe_epochs", "m_last", "temperature", "lr")
-    return cff_config(**{k: s[k] for k in keys}, **run)
+    return common.run_config(s, dataset=s["dataset"], dataset_options=s["dataset_options"], **run)
 
 
 def plan(s: dict) -> list[dict]:
@@ -75,14 +66,7 @@ def plan(s: dict) -> list[dict]:
 
 def runs_frame(records: list[dict]) -> pd.DataFrame:
     """One row per run: the factors and the scalar metrics the analysis needs."""
-    rows = []
-    for r in records:
-        c, m = r["config"], r["metrics"]
-        rows.append(dict(run_id=r["run_id"], status=r["status"], seed=c["seed"], margin_mode=c["margin_mode"],
-                         stabilizer=c["stabilizer"], m0=c["m0"], top1=m.get("top1", np.nan), top5=m.get("top5", np.nan),
-                         car_layer0=m.get("car_layer0", np.nan), grad_norm_layer0=m.get("grad_norm_layer0", np.nan),
-                         positive_pair_density=m.get("positive_pair_density", np.nan)))
-    return pd.DataFrame(rows)
+    return common.runs_frame(records)
 
 
 def curves_frame(records: list[dict]) -> pd.DataFrame:
@@ -96,15 +80,6 @@ def curves_frame(records: list[dict]) -> pd.DataFrame:
                     rows.append(dict(run_id=r["run_id"], margin_mode=c["margin_mode"], stabilizer=c["stabilizer"],
                                      m0=c["m0"], seed=c["seed"], metric=metric, epoch=epoch + 1, layer=layer, value=value))
     return pd.DataFrame(rows)
-
-
-def variance_comparison(a: np.ndarray, b: np.ndarray, *, seed: int = 0) -> dict:
-    """VR = Var(a)/Var(b) with the F-test, Levene, Brown-Forsythe and a bootstrap 95% CI."""
-    vr = stats.variance_ratio_test(a, b)
-    lev = stats.levene_tests(a, b)
-    low, high = stats.bootstrap_ratio_ci(a, b, seed=seed)
-    return dict(n_a=len(a), n_b=len(b), vr=vr.ratio, f_p=vr.p_value, ci_low=low, ci_high=high,
-                levene_p=lev["levene"].p_value, brown_forsythe_p=lev["brown_forsythe"].p_value)
 
 
 def stabilizer_pairs(main: pd.DataFrame) -> dict:
@@ -133,13 +108,12 @@ def analyze(runs: pd.DataFrame, s: dict) -> dict:
                          var_top1=("top1", "var"), car_layer0=("car_layer0", "mean"),
                          grad_norm_layer0=("grad_norm_layer0", "mean"))
                     .reset_index())
-    if len(clamp) >= 2 and len(subtract) >= 2:
+    arms = common.compare_margin_arms(main)
+    if arms is not None:
         a, b = 100 * clamp.top1.to_numpy(), 100 * subtract.top1.to_numpy()
-        out["pooled"] = variance_comparison(a, b)
-        out["welch"] = stats.welch_t_test(a, b)
-        out["mean_clamp"], out["mean_subtract"] = a.mean(), b.mean()
-        out["car_layer0_clamp"] = 100 * clamp.car_layer0.mean()
-        out["car_layer0_subtract"] = 100 * subtract.car_layer0.mean()
+        out["pooled"], out["welch"] = arms["variance"], arms["welch"]
+        for key in ("mean_clamp", "mean_subtract", "car_layer0_clamp", "car_layer0_subtract"):
+            out[key] = arms[key]
         out["grad_norm_ratio_subtract_over_clamp"] = subtract.grad_norm_layer0.mean() / clamp.grad_norm_layer0.mean()
         out["grad_norm_welch"] = stats.welch_t_test(subtract.grad_norm_layer0.to_numpy(), clamp.grad_norm_layer0.to_numpy())
         out["power"] = stats.seeds_for_power(a, b)
@@ -159,17 +133,6 @@ def analyze(runs: pd.DataFrame, s: dict) -> dict:
     return out
 
 
-def _verdict_significant_ratio(vr: float, p: float, published: float) -> str:
-    if not np.isfinite(vr):
-        return "not measured"
-    if p >= 0.05:
-        return ("direction only, not significant at this scale" if (vr > 1) == (published > 1)
-                else "not reproduced at this scale (no significant difference in variance)")
-    if (vr > 1) == (published > 1):
-        return "reproduced (direction and significance)"
-    return "not reproduced at this scale (significant, opposite direction)"
-
-
 def paper_vs_reproduced(out: dict) -> pd.DataFrame:
     """Our number, the paper's, the evidence tag and an honest verdict for each published claim."""
     rows = []
@@ -182,7 +145,7 @@ def paper_vs_reproduced(out: dict) -> pd.DataFrame:
         return pd.DataFrame(rows)
     p = out["pooled"]
     row("VR = Var(clamp)/Var(subtract), pooled", f"{p['vr']:.2f}", "5.90", "[paper]",
-        _verdict_significant_ratio(p["vr"], p["f_p"], 5.90))
+        common.verdict_variance_ratio(p["vr"], p["f_p"], 5.90))
     row("F-test p (two-sided)", f"{p['f_p']:.3g}", "0.003", "[paper]",
         "reproduced (p < 0.05)" if p["f_p"] < 0.05 else "not reproduced at this scale (p >= 0.05)")
     row("bootstrap 95% CI of VR", f"[{p['ci_low']:.2f}, {p['ci_high']:.2f}]", "[1.62, 15.80]", "[paper]",
@@ -190,7 +153,7 @@ def paper_vs_reproduced(out: dict) -> pd.DataFrame:
     if "one_stabilizer" in out:
         o = out["one_stabilizer"]
         row(f"VR on one stabiliser's runs only ({o['n_a']} vs {o['n_b']}; F-test p)", f"{o['vr']:.2f} (p = {o['f_p']:.3g})",
-            "5.90 (p = 0.003)", "[ours]", _verdict_significant_ratio(o["vr"], o["f_p"], 5.90)
+            "5.90 (p = 0.003)", "[ours]", common.verdict_variance_ratio(o["vr"], o["f_p"], 5.90)
             + "; the honest test when detach and direct runs are identical twins")
     sp = out["stabilizer_pairs"]
     if sp["pairs"]:

@@ -1,0 +1,125 @@
+"""Pieces the CFF studies (1-3) share: profile settings, run configs, the run table, and the
+clamp-against-subtract comparison with its verdict.
+
+Study 1 (``margin_factorial``) defines the comparison; studies 2 (``cross_dataset``) and 3
+(``difficulty_sweep``) repeat it per dataset and per difficulty level, so it lives here once.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from lib import params, stats
+from lib.cff import cff_config
+
+# Training settings every CFF study's profiles set; a notebook parameter left as None takes the
+# profile's value.
+TRAINING_INTEGERS = ("layers", "width", "heads", "patch", "epochs", "batch_size", "probe_epochs", "workers")
+# The settings passed through to lib.cff.cff_config, besides what varies per run.
+TRAINING_KEYS = ("layers", "width", "heads", "patch", "epochs", "batch_size", "train_subset", "probe_epochs",
+                 "m_last", "temperature", "lr")
+
+
+def profile_settings(p: dict, profiles: dict) -> dict:
+    """Check ``p["profile"]`` and take every profile key from ``p`` unless it is None there."""
+    profile = params.choice("profile", p.get("profile"), profiles)
+    s = {k: (profiles[profile][k] if p.get(k) is None else p[k]) for k in profiles[profile]}
+    s["profile"] = profile
+    return s
+
+
+def check_training(s: dict, p: dict) -> None:
+    """Check the shared training settings in ``s`` and copy the scalar CFF parameters from ``p``."""
+    for name in TRAINING_INTEGERS:
+        params.integer(name, s[name], 1)
+    params.integer("train_subset", s["train_subset"], 0)
+    s["m0"] = params.number("m0", p.get("m0"), 0.0, 1.0)
+    s["m_last"] = params.number("m_last", p.get("m_last"), 0.0, 1.0)
+    s["temperature"] = params.number("temperature", p.get("temperature"), 0.0, low_open=True)
+    s["lr"] = params.number("lr", p.get("lr"), 0.0, low_open=True)
+    s["force"] = params.flag("force", p.get("force", False))
+
+
+def run_config(s: dict, **run) -> dict:
+    """One run's checked CFF config: the shared training settings of ``s`` plus ``run``."""
+    return cff_config(**{k: s[k] for k in TRAINING_KEYS}, **run)
+
+
+def runs_frame(records: list[dict], factors: dict[str, Callable[[dict], Any]] | None = None) -> pd.DataFrame:
+    """One row per run: seed, margin factors, the extra ``factors`` (name -> f(config)), metrics."""
+    rows = []
+    for r in records:
+        c, m = r["config"], r["metrics"]
+        rows.append(dict(run_id=r["run_id"], status=r["status"], seed=c["seed"], margin_mode=c["margin_mode"],
+                         stabilizer=c["stabilizer"], m0=c["m0"],
+                         **{name: f(c) for name, f in (factors or {}).items()},
+                         top1=m.get("top1", np.nan), top5=m.get("top5", np.nan),
+                         car_layer0=m.get("car_layer0", np.nan), grad_norm_layer0=m.get("grad_norm_layer0", np.nan),
+                         positive_pair_density=m.get("positive_pair_density", np.nan)))
+    return pd.DataFrame(rows)
+
+
+def variance_comparison(a: np.ndarray, b: np.ndarray, *, seed: int = 0) -> dict:
+    """VR = Var(a)/Var(b) with the F-test, Levene, Brown-Forsythe and a bootstrap 95% CI."""
+    vr = stats.variance_ratio_test(a, b)
+    lev = stats.levene_tests(a, b)
+    low, high = stats.bootstrap_ratio_ci(a, b, seed=seed)
+    return dict(n_a=len(a), n_b=len(b), vr=vr.ratio, f_p=vr.p_value, ci_low=low, ci_high=high,
+                levene_p=lev["levene"].p_value, brown_forsythe_p=lev["brown_forsythe"].p_value)
+
+
+def compare_margin_arms(runs: pd.DataFrame, metric: str = "top1") -> dict | None:
+    """Clamp against subtract on finished runs: accuracy (``metric``) and layer-0 CAR in percent.
+
+    Returns ``variance`` (:func:`variance_comparison` of the accuracy, clamp over subtract; NaN
+    entries when every subtract run has the same accuracy), ``welch``
+    (Welch's t-test of the means, clamp - subtract), ``mean_clamp``/``mean_subtract`` and
+    ``car_layer0_clamp``/``car_layer0_subtract``; None when an arm has fewer than 2 runs.
+    """
+    ok = runs[runs.status == "ok"]
+    clamp, subtract = ok[ok.margin_mode == "clamp"], ok[ok.margin_mode == "subtract"]
+    if len(clamp) < 2 or len(subtract) < 2:
+        return None
+    a, b = 100 * clamp[metric].to_numpy(), 100 * subtract[metric].to_numpy()
+    if np.var(b, ddof=1) == 0:
+        # Every subtract seed gave the same accuracy (e.g. a collapsed representation that predicts
+        # one class): VR is undefined, which the tables say rather than fail on.
+        variance = dict(n_a=len(a), n_b=len(b), vr=np.nan, f_p=np.nan, ci_low=np.nan, ci_high=np.nan,
+                        levene_p=np.nan, brown_forsythe_p=np.nan)
+    else:
+        variance = variance_comparison(a, b)
+    return dict(variance=variance, welch=stats.welch_t_test(a, b),
+                mean_clamp=a.mean(), mean_subtract=b.mean(),
+                car_layer0_clamp=100 * clamp.car_layer0.mean(), car_layer0_subtract=100 * subtract.car_layer0.mean())
+
+
+def verdict_variance_ratio(vr: float, p: float, published: float) -> str:
+    """Reproduced only with the published direction (VR above or below 1) and p < 0.05."""
+    if not np.isfinite(vr):
+        return "not measured"
+    if p >= 0.05:
+        return ("direction only, not significant at this scale" if (vr > 1) == (published > 1)
+                else "not reproduced at this scale (no significant difference in variance)")
+    if (vr > 1) == (published > 1):
+        return "reproduced (direction and significance)"
+    return "not reproduced at this scale (significant, opposite direction)"
+
+
+def plot_ratio_with_ci(ax, x, ratio, low, high, **errorbar_kwargs) -> None:
+    """Points of a ratio with their CI bars on a log axis.
+
+    A bootstrap CI of a variance ratio can be open: an upper bound of +inf (resamples with zero
+    variance in the denominator) or a lower bound of 0. Such a bar is drawn to ten times the
+    largest (or a tenth of the smallest) finite value, ending in an arrowhead, not left out.
+    """
+    ratio, low, high = (np.asarray(v, dtype=float) for v in (ratio, low, high))
+    finite = np.concatenate([ratio, low[low > 0], high[np.isfinite(high)]])
+    top, bottom = 10 * finite.max(), finite[finite > 0].min() / 10
+    open_high, open_low = ~np.isfinite(high), ~(low > 0)
+    high, low = np.where(open_high, top, high), np.where(open_low, bottom, low)
+    ax.errorbar(x, ratio, yerr=[ratio - low, high - ratio], fmt="o", capsize=6, **errorbar_kwargs)
+    color = ax.lines[-1].get_color()
+    ax.scatter(np.asarray(x)[open_high], high[open_high], marker="^", color=color)
+    ax.scatter(np.asarray(x)[open_low], low[open_low], marker="v", color=color)

@@ -1,0 +1,261 @@
+"""Studies 2 and 3: the augmentation-strength knob, per-dataset data handling, densities, verdicts."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from lib.augment import DISTORTION_LEVELS, distort, normalize
+from lib.cff import AUGMENTATION, cff_config, train_cff
+from lib.data import DatasetNotFoundError, load_dataset
+from lib.diagnostics import positive_pair_density
+from lib.params import ParameterError
+from lib.results import config_hash
+from lib.studies import cross_dataset, difficulty_sweep
+from tests.conftest import SHARED_DATA
+
+
+def gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+@pytest.fixture(scope="module")
+def digit_images() -> torch.Tensor:
+    """Real images (scikit-learn's digits, embedded) upscaled to 16x16 so that rotations show."""
+    return load_dataset("digits", image_size=16).x_train[:400]
+
+
+# ------------------------------------------------------------------ the augmentation-strength knob
+
+
+def test_level_0_is_the_identity_and_draws_nothing(digit_images):
+    g = gen(0)
+    state = g.get_state()
+    assert distort(digit_images, 0, g) is digit_images
+    assert torch.equal(g.get_state(), state)  # so a level-0 run is the run without the knob
+
+
+@pytest.mark.parametrize("level", DISTORTION_LEVELS[1:])
+def test_every_level_is_a_valid_image_transformation(level, digit_images):
+    out = distort(digit_images, level, gen(1))
+    assert out.dtype == torch.uint8 and out.shape == digit_images.shape
+    assert not torch.equal(out, digit_images)
+    assert torch.equal(distort(digit_images, level, gen(1)), out)  # reproducible from the generator
+    assert not torch.equal(distort(digit_images, level, gen(2)), out)  # and random across generators
+
+
+def test_levels_are_distinct_and_the_mean_pixel_change_grows_with_the_level(digit_images):
+    outs = [distort(digit_images, level, gen(3)) for level in DISTORTION_LEVELS]
+    for i in range(len(outs)):
+        for j in range(i + 1, len(outs)):
+            assert not torch.equal(outs[i], outs[j]), f"levels {i} and {j} give the same images"
+    change = [(o.float() - digit_images.float()).abs().mean().item() for o in outs]
+    assert change[0] == 0
+    assert all(a < b for a, b in zip(change, change[1:])), change
+    # The severe level moves pixels by a large share of their range, not by rounding noise.
+    assert change[-1] > 0.2 * 255
+
+
+def test_distortion_is_independent_per_image():
+    same = load_dataset("digits", image_size=16).x_train[:1].repeat(64, 1, 1, 1)
+    out = distort(same, 2, gen(4)).flatten(1)
+    assert len(torch.unique(out, dim=0)) == 64
+
+
+@pytest.mark.parametrize("level", [-1, 5, 1.5, True, "2"])
+def test_distort_rejects_a_bad_level(level, digit_images):
+    with pytest.raises(ValueError, match="level"):
+        distort(digit_images, level, gen(0))
+
+
+def test_aug_level_in_the_cff_config():
+    base = cff_config(dataset="shapes")
+    # level 0 leaves the config, and so every earlier run id, as it was before the knob existed
+    assert "aug_level" not in base and cff_config(dataset="shapes", aug_level=0) == base
+    stronger = cff_config(dataset="shapes", aug_level=3)
+    assert stronger["aug_level"] == 3 and config_hash(stronger) != config_hash(base)
+    for bad in (5, -1, 1.0, "1"):
+        with pytest.raises(ParameterError, match="aug_level"):
+            cff_config(dataset="shapes", aug_level=bad)
+
+
+def test_training_at_level_0_is_unchanged_and_a_strong_level_changes_the_run(tiny_cff):
+    plain = train_cff(seed=1, **tiny_cff)
+    level0 = train_cff(seed=1, aug_level=0, **tiny_cff)
+    strong = train_cff(seed=1, aug_level=4, **tiny_cff)
+    assert plain["curves"] == level0["curves"] and plain["top1"] == level0["top1"]
+    assert strong["status"] == "ok" and strong["curves"]["loss"] != plain["curves"]["loss"]
+
+
+# ------------------------------------------------------------------------------ real datasets
+
+
+@pytest.mark.parametrize("name", ["cifar10", "fashion_mnist", "mnist"])
+def test_real_datasets_are_normalised_with_their_own_statistics(name):
+    if not (SHARED_DATA / f"{name}.npz").is_file():
+        pytest.skip(f"{SHARED_DATA / (name + '.npz')} is absent")
+    ds = load_dataset(name, data_root=SHARED_DATA)
+    x = normalize(ds.x_train[:4000], ds.mean, ds.std)
+    per_channel = x.transpose(0, 1).flatten(1)
+    assert per_channel.mean(1).abs().max() < 0.05 and (per_channel.std(1) - 1).abs().max() < 0.05
+
+
+def test_augmentation_per_dataset_follows_studies_md():
+    """CIFAR-10 pad 12 + flip [code], CIFAR-100 pad 4 + flip [code], SVHN and Fashion-MNIST pad 4, and
+    no flip for the digit sets [ours]."""
+    expected = {"cifar10": (12, True), "cifar100": (4, True), "svhn": (4, False), "fashion_mnist": (4, False),
+                "mnist": (4, False)}
+    for name, (padding, flip) in expected.items():
+        c = cff_config(dataset=name)
+        assert (c["padding"], c["flip"]) == (padding, flip) == AUGMENTATION[name]
+    assert not any(AUGMENTATION[d][1] for d in ("svhn", "mnist", "digits"))
+
+
+# ------------------------------------------------------------------- study 2: data and density
+
+
+def _study2_settings(**overrides) -> dict:
+    p = dict(profile="smoke", margin_modes=["clamp", "subtract"], stabilizer="detach", m0=0.4, m_last=0.1,
+             temperature=0.15, lr=0.004, force=False)
+    return cross_dataset.resolve({**p, **overrides})
+
+
+def test_missing_dataset_fails_with_the_data_layers_message(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHVISION_CACHE", str(tmp_path / "no_cache"))
+    s = _study2_settings(datasets=["cifar100", "shapes10"], skip_missing=False)
+    with pytest.raises(DatasetNotFoundError, match="'cifar100' was not found"):
+        cross_dataset.check_data(s, str(tmp_path))
+
+
+def test_skip_missing_leaves_the_dataset_out_and_keeps_the_reason(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHVISION_CACHE", str(tmp_path / "no_cache"))
+    s = _study2_settings(datasets=["cifar100", "shapes10"], skip_missing=True)
+    sources, skipped = cross_dataset.check_data(s, str(tmp_path))
+    assert list(sources) == ["shapes10"] and list(skipped) == ["cifar100"]
+    assert "was not found" in skipped["cifar100"] and "What you can do" in skipped["cifar100"]
+    assert {c["dataset"] for c in cross_dataset.plan(s)} == {"shapes"}
+    table = cross_dataset.paper_vs_reproduced(pd.DataFrame(columns=["dataset", "like", "vr"]), skipped)
+    cifar100 = table[table.quantity.str.startswith("CIFAR-100")].iloc[0]
+    assert cifar100.ours == "not run" and "skipped" in cifar100.verdict and "was not found" in cifar100.verdict
+
+
+def test_every_missing_dataset_skipped_is_a_parameter_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHVISION_CACHE", str(tmp_path / "no_cache"))
+    s = _study2_settings(datasets=["cifar100", "svhn"], skip_missing=True)
+    with pytest.raises(ParameterError, match="datasets"):
+        cross_dataset.check_data(s, str(tmp_path))
+
+
+def test_run_density_matches_the_expectation_of_train_cffs_batching():
+    """Simulate train_cff's batching (random 10% held out, shuffled batches, the last one smaller) on
+    a class-balanced label set: the mean density is the study's expectation."""
+    m, k, batch = 1000, 10, 128
+    labels = torch.arange(m) % k
+    g = gen(0)
+    per_run = []
+    for _ in range(300):
+        order = torch.randperm(m, generator=g)
+        train = labels[order[round(0.1 * m):]]
+        perm = torch.randperm(len(train), generator=g)
+        per_run.append(np.mean([positive_pair_density(torch.cat([y, y]))
+                                for y in train[perm].split(batch)]))
+    expected = cross_dataset.expected_run_density(m, batch, k)
+    assert abs(np.mean(per_run) - expected) < 4 * np.std(per_run) / math.sqrt(len(per_run))
+    # the last, smaller batch pulls the run's mean below a full batch's expectation
+    assert expected < cross_dataset.expected_positive_pair_density(batch, k, m)
+
+
+def test_the_density_a_run_records_matches_the_expectation(tiny_cff):
+    """A real run on the class-balanced shapes data records a density within 5% of the expectation."""
+    config = {**tiny_cff, "epochs": 12, "probe_epochs": 1}
+    options = config["dataset_options"]
+    measured = train_cff(seed=0, **config)["positive_pair_density"]
+    expected = cross_dataset.expected_run_density(options["n_train"], config["batch_size"], options["num_classes"])
+    assert measured == pytest.approx(expected, rel=0.05)
+
+
+def test_entries_round_trip_through_their_configs():
+    s = _study2_settings(datasets=["shapes10", "shapes100", "shapes10_easy"])
+    entries = [cross_dataset.entry_of(c) for c in cross_dataset.plan(s)]
+    assert sorted(set(entries)) == ["shapes10", "shapes100", "shapes10_easy"]
+    assert entries.count("shapes100") == len(s["margin_modes"]) * s["seeds"]
+
+
+# ------------------------------------------------------------------ verdict tables (both studies)
+
+
+def _summary_row(dataset, like, vr, p, car, acc=90.0):
+    return dict(dataset=dataset, like=like, vr=vr, f_p=p, ci_low=vr / 3, ci_high=vr * 3, vr_top5=np.nan, car0_clamp=car,
+                top1_clamp=acc, top1_subtract=acc, density_measured=50.0, density_expected=50.0, density_balanced=49.0)
+
+
+def test_study2_uses_the_real_dataset_before_a_stand_in_and_says_which():
+    summary = pd.DataFrame([_summary_row("fashion_mnist", "fashion_mnist", 0.1, 0.01, 40.0),
+                            _summary_row("mnist", "svhn", 3.0, 0.01, 70.0),
+                            _summary_row("cifar10", "cifar10", 0.8, 0.7, 38.0)])
+    table = cross_dataset.paper_vs_reproduced(summary, {})
+    by = table.set_index("quantity")
+    fm = by.loc["Fashion-MNIST: VR = Var(clamp)/Var(subtract)"]
+    assert "stand-in" not in fm.ours and fm.verdict.startswith("reproduced")
+    svhn = by.loc["SVHN: VR = Var(clamp)/Var(subtract)"]
+    assert "mnist, a stand-in" in svhn.ours and "not reproduced" in svhn.verdict and "not on SVHN" in svhn.verdict
+    assert by.loc["CIFAR-10: VR = Var(clamp)/Var(subtract)"].verdict.startswith("not reproduced")
+    assert by.loc["CIFAR-100: VR = Var(clamp)/Var(subtract)"].ours == "not run"
+    # mnist, the only dataset with CAR >= 50%, is also the only one with significant inflation
+    assert "not refuted" in by.loc["high CAR is necessary, not sufficient"].verdict
+    rule = by.loc[by.index.str.startswith("layer-0 CAR below 50%")].iloc[0]
+    assert rule.verdict.startswith("consistent") and "2 dataset(s)" in rule.verdict
+
+
+def _level_row(level, acc, vr, p):
+    return dict(level=level, top1_mean=acc, vr=vr, f_p=p, ci_low=vr / 3, ci_high=vr * 3)
+
+
+def test_study3_matches_published_points_by_relative_accuracy():
+    # chance 10%, ceiling 90%: 26% accuracy lies 0.2 of the way up, as the paper's 26.8% of 97%
+    summary = pd.DataFrame([_level_row(0, 90.0, 0.3, 0.04), _level_row(1, 70.0, 1.5, 0.5),
+                            _level_row(2, 26.0, 12.0, 0.01), _level_row(3, 12.0, 2.0, 0.3)])
+    table = difficulty_sweep.paper_vs_reproduced(summary, chance=10.0, stand_in="mnist")
+    ceiling, hard = table.iloc[0], table.iloc[2]
+    assert "at level 0" in ceiling.ours and ceiling.verdict.startswith("reproduced")
+    assert "at level 2" in hard.ours and hard.verdict.startswith("reproduced")
+    assert all("not on SVHN" in v for v in table.verdict)
+    trend = table[table.quantity.str.startswith("trend")].iloc[0]
+    assert "rho" in trend.ours
+    intermediate = table[table.quantity.str.startswith("VR is large")].iloc[0]
+    assert "intermediate" in intermediate.ours and intermediate.verdict.startswith("reproduced")
+
+
+def test_study3_level_parameters_are_checked():
+    p = dict(profile="smoke", margin_modes=["clamp", "subtract"], stabilizer="detach", m0=0.4, m_last=0.1,
+             temperature=0.15, lr=0.004, force=False)
+    for name, value in [("levels", [0, 7]), ("levels", []), ("levels", [1, 1]), ("knob", "rotation"),
+                        ("seeds", 1), ("margin_modes", ["clamp"])]:
+        with pytest.raises(ParameterError, match=name):
+            difficulty_sweep.resolve({**p, name: value})
+    with pytest.raises(ParameterError, match="knob"):  # only the generator has a difficulty
+        difficulty_sweep.resolve({**p, "dataset": "mnist", "knob": "difficulty", "levels": [0.1]})
+    s = difficulty_sweep.resolve({**p, "knob": "difficulty", "levels": [0.5, 0.1]})
+    assert s["levels"] == [0.1, 0.5]
+    assert [difficulty_sweep.level_of(c, "difficulty") for c in difficulty_sweep.plan(s)][::s["seeds"] * 2] == [0.1, 0.5]
+
+
+def test_study3_another_dataset_drops_the_profiles_shapes_options():
+    p = dict(profile="smoke", margin_modes=["clamp", "subtract"], stabilizer="detach", m0=0.4, m_last=0.1,
+             temperature=0.15, lr=0.004, force=False)
+    s = difficulty_sweep.resolve({**p, "dataset": "mnist"})
+    assert s["dataset_options"] == {} and {c["dataset"] for c in difficulty_sweep.plan(s)} == {"mnist"}
+    with pytest.raises(ParameterError, match="dataset_options"):
+        difficulty_sweep.resolve({**p, "dataset": "mnist", "dataset_options": {"num_classes": 10}})
+
+
+def test_spearman_exact_p_value_enumerates_the_permutations():
+    rho, p = difficulty_sweep.spearman_exact([1, 2, 3, 4, 5], [10, 8, 6, 4, 2])
+    assert rho == pytest.approx(-1) and p == pytest.approx(2 / 120)  # only the two perfect orders are as extreme
+    # one adjacent swap of 4 ranks: rho = 0.8; as extreme are the 3 swaps and their 3 reversals, plus
+    # the 2 perfect orders: 8 of 4! = 24 permutations
+    rho, p = difficulty_sweep.spearman_exact([1, 2, 3, 4], [1, 3, 2, 4])
+    assert rho == pytest.approx(0.8) and p == pytest.approx(8 / 24)
