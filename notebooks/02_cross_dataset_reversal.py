@@ -66,6 +66,7 @@ batch_size: Optional[int] = None  # images per batch, two views each (paper: 512
 train_subset: Optional[int] = None  # use this many training images per dataset (0: all)
 probe_epochs: Optional[int] = None  # linear-probe epochs [code: 50]
 workers: Optional[int] = None  # runs in parallel processes; the cores are divided among them
+device: str = "auto"  # auto | cpu | cuda: on a GPU the seeds of a cell train as one batched model
 results_dir: str = "results"  # records and tables go here (relative to the project root)
 force: bool = False  # re-run configs that already have a finished record
 
@@ -79,6 +80,7 @@ from IPython.display import Markdown, display
 from lib import PROJECT_ROOT
 from lib.cff import train_cff
 from lib.results import ResultsStore
+from lib.studies import common
 from lib.studies.common import plot_ratio_with_ci
 from lib.studies import cross_dataset as study
 from lib.sweep import run_sweep
@@ -108,7 +110,7 @@ for entry, message in skipped.items():
 # Runs with a finished record are skipped, so an interrupted sweep resumes where it stopped.
 
 # %%
-records = run_sweep(store, configs, train_cff, workers=settings["workers"], force=settings["force"], data_root=data_root)
+records = run_sweep(store, configs, train_cff, data_root=data_root, **common.sweep_options(settings))
 table_path = store.write_table()
 runs = study.runs_frame(records)
 failed = runs[runs.status != "ok"]

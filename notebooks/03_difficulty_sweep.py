@@ -68,6 +68,7 @@ batch_size: Optional[int] = None  # images per batch, two views each (paper: 512
 train_subset: Optional[int] = None  # use this many training images (0: all)
 probe_epochs: Optional[int] = None  # linear-probe epochs [code: 50]
 workers: Optional[int] = None  # runs in parallel processes; the cores are divided among them
+device: str = "auto"  # auto | cpu | cuda: on a GPU the seeds of a cell train as one batched model
 results_dir: str = "results"  # records and tables go here (relative to the project root)
 force: bool = False  # re-run configs that already have a finished record
 
@@ -83,6 +84,7 @@ from lib import PROJECT_ROOT
 from lib.augment import distort
 from lib.cff import get_dataset, train_cff
 from lib.results import ResultsStore
+from lib.studies import common
 from lib.studies.common import plot_ratio_with_ci
 from lib.studies import difficulty_sweep as study
 from lib.sweep import run_sweep
@@ -127,7 +129,7 @@ plt.show()
 # Runs with a finished record are skipped, so an interrupted sweep resumes where it stopped.
 
 # %%
-records = run_sweep(store, configs, train_cff, workers=settings["workers"], force=settings["force"], data_root=data_root)
+records = run_sweep(store, configs, train_cff, data_root=data_root, **common.sweep_options(settings))
 table_path = store.write_table()
 runs = study.runs_frame(records, settings["knob"])
 failed = runs[runs.status != "ok"]

@@ -64,7 +64,8 @@ def _defaults() -> dict:
 
 
 @pytest.mark.parametrize("name,value", [("dataset", "imagenet"), ("m0", -0.2), ("margin_modes", ["clamp", "clip"]),
-                                        ("profile", "huge"), ("seeds", 0), ("stabilizers", []), ("lr", "fast")])
+                                        ("profile", "huge"), ("seeds", 0), ("stabilizers", []), ("lr", "fast"),
+                                        ("device", "gpu")])
 def test_bad_parameter_fails_before_training_naming_it(name, value):
     with pytest.raises(ParameterError, match=name):
         margin_factorial.resolve({**_defaults(), name: value})

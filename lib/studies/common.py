@@ -10,8 +10,10 @@ from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
+import torch
 
 from lib import params, stats
+from lib.batched import train_cff_seeds
 from lib.cff import cff_config
 
 # Training settings every CFF study's profiles set; a notebook parameter left as None takes the
@@ -40,6 +42,26 @@ def check_training(s: dict, p: dict) -> None:
     s["temperature"] = params.number("temperature", p.get("temperature"), 0.0, low_open=True)
     s["lr"] = params.number("lr", p.get("lr"), 0.0, low_open=True)
     s["force"] = params.flag("force", p.get("force", False))
+    s["device"] = resolve_device(p.get("device", "auto"))
+
+
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def resolve_device(value: Any) -> str:
+    """``auto`` is ``cuda`` when a GPU is visible, else ``cpu``; asking for a missing GPU fails here."""
+    device = params.choice("device", value, DEVICES)
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        params.fail("device", value, "'cpu' or 'auto': no CUDA device is visible")
+    return device
+
+
+def sweep_options(s: dict) -> dict:
+    """run_sweep's keyword arguments for CFF runs: processes on the CPU, a cell's seeds batched on a GPU."""
+    batched = {"device": s["device"], "batched_fn": train_cff_seeds} if s["device"] != "cpu" else {}
+    return {"workers": s["workers"], "force": s["force"], **batched}
 
 
 def run_config(s: dict, **run) -> dict:
