@@ -51,7 +51,9 @@ def resolve(p: dict) -> dict:
     s = {k: (PROFILES[profile][k] if p.get(k) is None else p[k]) for k in PROFILES[profile]}
     s["profile"] = profile
     s["num_classes"] = params.integer("num_classes", s["num_classes"], 2)
-    s["dim"] = params.integer("dim", s["dim"], s["num_classes"])  # W^2 on the labels' span needs d >= n
+    s["dim"] = params.integer("dim", s["dim"], 1)
+    if s["dim"] < s["num_classes"]:  # W^2 on the labels' span needs d >= n
+        params.fail("dim", s["dim"], f"an integer >= num_classes={s['num_classes']} (the labels must span n directions)")
     s["samples_per_class"] = params.integer("samples_per_class", s["samples_per_class"], 2)
     s["r_values"] = _r_values(s["r_values"], s["samples_per_class"])
     s["gamma"] = params.number("gamma", p.get("gamma"), 0.0, low_open=True)
