@@ -1,12 +1,16 @@
 """The dispatcher: resume after a kill, failures recorded and retried, parallel workers."""
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
+
+import pandas as pd
+import pytest
 
 from lib.cff import cff_config, train_cff
 from lib.results import ResultsStore
@@ -79,3 +83,30 @@ def test_parallel_workers_give_the_same_records_as_one_process(tmp_path):
         assert s["run_id"] == p["run_id"]
         assert s["metrics"]["curves"] == p["metrics"]["curves"]
         assert s["metrics"]["top1"] == p["metrics"]["top1"]
+
+
+STABLE_COLUMNS_DROPPED = ("started_at", "wall_s", "git_commit", "git_dirty")  # when and where, not what
+
+
+@pytest.mark.parametrize("trial", range(4))
+def test_kill_at_a_random_moment_then_resume_gives_the_uninterrupted_table(tmp_path, trial):
+    """Fault trial: SIGKILL the sweep's whole process group after a random delay (seeded per trial),
+    re-run it, and compare with a sweep that was never interrupted."""
+    root = Path(__file__).resolve().parents[1]
+    killed, clean = tmp_path / "killed", tmp_path / "clean"
+    cmd = [sys.executable, "-c", SWEEP_SCRIPT]
+    delay = random.Random(trial).uniform(0.5, 8.0)
+    proc = subprocess.Popen(cmd + [str(killed)], cwd=root, start_new_session=True)
+    time.sleep(delay)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    subprocess.run(cmd + [str(killed)], cwd=root, check=True)
+    subprocess.run(cmd + [str(clean)], cwd=root, check=True)
+
+    runs = killed / "runs" / "sweep_test" / "smoke"
+    assert not list(runs.glob(".*")), "a temporary file survived the kill"
+    records = [json.loads(p.read_text()) for p in sorted(runs.glob("*.json"))]  # every file parses
+    assert sorted(r["seed"] for r in records) == list(range(6)), "each run recorded exactly once"
+    tables = [ResultsStore(r, "sweep_test", "smoke").table().drop(columns=list(STABLE_COLUMNS_DROPPED))
+              for r in (killed, clean)]
+    pd.testing.assert_frame_equal(tables[0], tables[1])
