@@ -20,6 +20,7 @@ from typing import Callable
 import torch
 from tqdm import tqdm  # plain bar: disable=None hides it off a terminal, e.g. under papermill
 
+from lib.rerun import rerun_command, train_function_name
 from lib.results import ResultsStore, utc_now
 
 
@@ -90,8 +91,9 @@ def run_sweep(store: ResultsStore, configs: list[dict], train_fn: Callable, *, w
 
     def record(config, outcome):
         status, metrics, timings, error = outcome
+        provenance = {"train": train_function_name(train_fn), "rerun": rerun_command(train_fn, config, data_root)}
         store.write(config, seed=config["seed"], dataset=config["dataset"], status=status,
-                    metrics=metrics, timings=timings, error=error)
+                    metrics=metrics, timings=timings, error=error, extra=provenance)
         bar.update()
 
     if batched_fn is not None:

@@ -186,3 +186,11 @@ plt.show()
 comparison = study.paper_vs_reproduced(summary, skipped)
 comparison_path = store.write_frame("paper_vs_reproduced", comparison)
 display(comparison)
+
+# %% [markdown]
+# **Re-running one run.** Every record carries the exact command that reproduces it
+# (`extra.rerun` in `results/runs/...`; check out the record's `git_commit` first). The first run
+# of this sweep:
+
+# %%
+print(records[0]["extra"].get("rerun", "(recorded before provenance was kept: python -m lib.rerun --train <module.function> --config <its config>)"))

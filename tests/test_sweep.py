@@ -110,3 +110,17 @@ def test_kill_at_a_random_moment_then_resume_gives_the_uninterrupted_table(tmp_p
     tables = [ResultsStore(r, "sweep_test", "smoke").table().drop(columns=list(STABLE_COLUMNS_DROPPED))
               for r in (killed, clean)]
     pd.testing.assert_frame_equal(tables[0], tables[1])
+
+
+def test_every_record_carries_the_command_that_reproduces_it(tmp_path):
+    root = Path(__file__).resolve().parents[1]
+    [record] = run_sweep(ResultsStore(tmp_path, "t", "smoke"), [cff_config(seed=2, **TINY_CFF)], train_cff, progress=False)
+    assert record["extra"]["train"] == "lib.cff.train_cff"
+    shell = subprocess.run(record["extra"]["rerun"], shell=True, cwd=root, capture_output=True, text=True, check=True)
+    from_file = subprocess.run([sys.executable, "-m", "lib.rerun", str(tmp_path / "runs" / "t" / "smoke" /
+                                                                       f"{record['run_id']}.json")],
+                               cwd=root, capture_output=True, text=True, check=True)
+    for output in (shell.stdout, from_file.stdout):
+        rerun = json.loads(output)
+        assert rerun["top1"] == record["metrics"]["top1"]
+        assert rerun["curves"] == record["metrics"]["curves"]

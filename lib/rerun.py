@@ -1,0 +1,61 @@
+"""Re-run exactly one recorded run: the command every record carries in ``extra.rerun``.
+
+    python -m lib.rerun results/runs/01_margin_factorial/cpu/3f2a....json   # from a record
+    python -m lib.rerun --train lib.cff.train_cff --config '{"seed": 0, ...}' --data-root ../shared/data
+
+The run's metrics are printed as JSON; nothing is written to the results store. For the numbers to
+match, check out the record's ``environment.git_commit`` first (a record with ``git_dirty`` true was
+made from uncommitted code). ``--data-root`` is a property of the machine, not of the run.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import shlex
+import sys
+from typing import Callable
+
+
+def train_function_name(train_fn: Callable) -> str:
+    """``module.function`` of an importable training function (what the command imports)."""
+    return f"{train_fn.__module__}.{train_fn.__qualname__}"
+
+
+def rerun_command(train_fn: Callable, config: dict, data_root: str | None = None) -> str:
+    """The shell command, run from the project root, that re-runs ``train_fn(**config)`` and prints its metrics."""
+    config_json = json.dumps(config, sort_keys=True, separators=(",", ":"))
+    command = f"python -m lib.rerun --train {train_function_name(train_fn)} --config {shlex.quote(config_json)}"
+    return command + (f" --data-root {shlex.quote(str(data_root))}" if data_root else "")
+
+
+def load_train_function(name: str) -> Callable:
+    module, _, function = name.rpartition(".")
+    if not module:
+        raise SystemExit(f"--train {name!r}: give module.function, e.g. lib.cff.train_cff")
+    return getattr(importlib.import_module(module), function)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("record", nargs="?", help="a run record (JSON); its train function and config are used")
+    parser.add_argument("--train", help="module.function that trains one run, e.g. lib.cff.train_cff")
+    parser.add_argument("--config", help="the run's config as JSON")
+    parser.add_argument("--data-root", help="folder of <name>.npz arrays (else $DATA_ROOT, then torchvision's cache)")
+    args = parser.parse_args(argv)
+    if args.record:
+        record = json.loads(open(args.record, encoding="utf-8").read())
+        train, config = record["extra"].get("train"), record["config"]
+        if train is None:
+            parser.error(f"{args.record} names no train function (recorded before provenance was kept)")
+    elif args.train and args.config:
+        train, config = args.train, json.loads(args.config)
+    else:
+        parser.error("give a record file, or --train and --config")
+    metrics = load_train_function(train)(data_root=args.data_root, progress=False, **config)
+    print(json.dumps(metrics, default=str, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
