@@ -15,6 +15,7 @@ import torch
 from lib import params, stats
 from lib.batched import train_cff_seeds
 from lib.cff import cff_config
+from lib.data import DATASETS
 
 # Training settings every CFF study's profiles set; a notebook parameter left as None takes the
 # profile's value.
@@ -30,6 +31,15 @@ def profile_settings(p: dict, profiles: dict) -> dict:
     s = {k: (profiles[profile][k] if p.get(k) is None else p[k]) for k in profiles[profile]}
     s["profile"] = profile
     return s
+
+
+def check_dataset(s: dict, p: dict, profiles: dict) -> None:
+    """Check ``dataset`` and ``dataset_options``; a dataset other than the profile's drops the profile's options."""
+    params.choice("dataset", s["dataset"], DATASETS)
+    if p.get("dataset_options") is None and s["dataset"] != profiles[s["profile"]]["dataset"]:
+        s["dataset_options"] = {}  # the profile's options belong to the profile's dataset
+    if not isinstance(s["dataset_options"], dict) or (s["dataset"] != "shapes" and s["dataset_options"]):
+        params.fail("dataset_options", s["dataset_options"], "a dict of lib.data.load_dataset options ({} unless shapes)")
 
 
 def check_training(s: dict, p: dict) -> None:

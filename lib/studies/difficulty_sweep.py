@@ -24,7 +24,6 @@ from scipy import stats as st
 
 from lib import params
 from lib.augment import DISTORTION_LEVELS
-from lib.data import DATASETS
 from lib.losses import MARGIN_MODES, STABILIZERS
 from lib.studies import common
 
@@ -55,11 +54,7 @@ PROFILES = {
 def resolve(p: dict) -> dict:
     """Check the notebook's parameters and fill the None ones from the profile. No compute."""
     s = common.profile_settings(p, PROFILES)
-    params.choice("dataset", s["dataset"], DATASETS)
-    if p.get("dataset_options") is None and s["dataset"] != PROFILES[s["profile"]]["dataset"]:
-        s["dataset_options"] = {}  # the profile's options belong to the profile's dataset
-    if not isinstance(s["dataset_options"], dict) or (s["dataset"] != "shapes" and s["dataset_options"]):
-        params.fail("dataset_options", s["dataset_options"], "a dict of lib.data.load_dataset options ({} unless shapes)")
+    common.check_dataset(s, p, PROFILES)
     params.choice("knob", s["knob"], KNOBS)
     levels = s["levels"]
     if not isinstance(levels, (list, tuple)) or not levels or len(set(levels)) != len(levels):

@@ -11,7 +11,6 @@ import numpy as np
 import pandas as pd
 
 from lib import params, stats
-from lib.data import DATASETS
 from lib.losses import MARGIN_MODES, STABILIZERS
 from lib.studies import common
 from lib.studies.common import variance_comparison
@@ -36,9 +35,7 @@ PROFILES = {
 def resolve(p: dict) -> dict:
     """Check the notebook's parameters and fill the None ones from the profile. No compute."""
     s = common.profile_settings(p, PROFILES)
-    params.choice("dataset", s["dataset"], DATASETS)
-    if not isinstance(s["dataset_options"], dict):
-        params.fail("dataset_options", s["dataset_options"], "a dict of lib.data.load_dataset options")
+    common.check_dataset(s, p, PROFILES)
     params.integer("seeds", s["seeds"], 1)
     params.integer("dose_seeds", s["dose_seeds"], 0)
     s["margin_modes"] = params.choices("margin_modes", p.get("margin_modes"), MARGIN_MODES)
