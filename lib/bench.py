@@ -1,14 +1,15 @@
 """Speed benchmark: ratios measured side by side in one run (absolute times on shared machines are noise).
 
     python -m lib.bench            # the full table (about 15 minutes on 2 cores)
-    python -m lib.bench --quick    # fewer repetitions (about 2 minutes)
+    python -m lib.bench --quick    # fewer repetitions (about 3 minutes)
     python -m lib.bench --json bench.json
 
 Rows: this machine's fp32 matmul rate; the CFF training step at the paper's config (E=128, H=4,
 L=8, patch 4, two views) as images/s, model FLOPs per image (torch.utils.flop_counter), GFLOP/s
 and the fraction of the matmul rate; the library's batched augmentation against torchvision's PIL
-pipeline; the data share of a step; the linear probe's share of a `cpu`-profile run; and seeds run
-in parallel processes against one at a time.
+pipeline; the data share of a step; the linear probe's share of a `cpu`-profile run; seeds run
+in parallel processes against one at a time; and, last, the SimCLR training step of studies 4-5
+(ResNet-18 with the CIFAR stem, batch 256, two views) at widths 1, 0.5 and 0.25.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from lib.data import DatasetNotFoundError, load_dataset
 from lib.losses import margin_schedule
 from lib.models import CFFViT
 from lib.results import ResultsStore
+from lib.ssl import simclr_step_rate
 from lib.studies import margin_factorial
 from lib.sweep import run_sweep
 
@@ -181,9 +183,23 @@ def parallel_seed_scaling(seeds: int, epochs: int, tmp: Path) -> dict:
     return dict(seeds=seeds, workers=cores, serial_s=serial_s, parallel_s=parallel_s, speedup=serial_s / parallel_s)
 
 
+SIMCLR_WIDTHS = (1.0, 0.5, 0.25)
+
+
+def simclr_width_rates(x_uint8: torch.Tensor, *, repeat: int, batch: int = 256) -> list[dict]:
+    """:func:`lib.ssl.simclr_step_rate` (two views, LARS, InfoNCE) at each of :data:`SIMCLR_WIDTHS`,
+    each row with its ``speedup`` in images/s over width 1.
+
+    Run it last: the step calls :func:`lib.ssl.keep_freed_memory`, which keeps this process's freed
+    memory for good, so anything measured after it would run under another allocator policy.
+    """
+    rows = [simclr_step_rate(batch=batch, width=width, repeat=repeat, x_uint8=x_uint8) for width in SIMCLR_WIDTHS]
+    return [dict(r, speedup=r["images_per_s"] / rows[0]["images_per_s"]) for r in rows]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="fewer repetitions: about two minutes")
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions: about three minutes")
     parser.add_argument("--json", type=Path, help="also write the headline figures to this JSON file")
     parser.add_argument("--data-root", help="folder with cifar10.npz (else $DATA_ROOT; else procedural images)")
     args = parser.parse_args(argv)
@@ -220,6 +236,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"seeds in parallel: {seeds['seeds']} runs, {seeds['workers']} processes of 1 thread: {seeds['speedup']:.2f}x "
           f"one single-threaded process at a time ({seeds['speedup'] / seeds['workers']:.0%} of ideal)", flush=True)
 
+    # Last, on purpose: see simclr_width_rates.
+    simclr = simclr_width_rates(ds.x_train, repeat=1 if args.quick else 3)
+    for r in simclr:
+        print(f"SimCLR step (ResNet-18 CIFAR stem, width {r['width']:g}, batch {r['batch']}, two views): "
+              f"{r['images_per_s']:.1f} images/s, {r['gflop_per_image']:.2f} GFLOP/image, {r['gflops']:.0f} GFLOP/s = "
+              f"{r['gflops'] / gflops:.0%} of matmul; {r['speedup']:.1f}x the images/s of width 1", flush=True)
+
     headline = dict(
         matmul_gflops=gflops,
         cff_step_fraction_of_matmul=step_rows[0]["gflops"] / gflops,
@@ -227,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         data_share_of_step=step_rows[0]["data_share"],
         probe_share_of_run=probe["probe_share"],
         parallel_seed_scaling=seeds["speedup"] / seeds["workers"],
+        simclr_step_fraction_of_matmul=simclr[0]["gflops"] / gflops,
     )
     if args.json:
         args.json.write_text(json.dumps(headline, indent=2) + "\n")

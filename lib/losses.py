@@ -173,3 +173,51 @@ def flat_nce(z1: torch.Tensor, z2: torch.Tensor, temperature: float = 0.1) -> Fl
     positive, negatives = pair_logits(z1, z2, temperature)
     v = torch.logsumexp(negatives - positive[:, None], dim=1)
     return FlatNCE(loss=torch.exp(v - v.detach()).mean(), info_nce=F.softplus(v.detach()).mean())
+
+
+def decoupled_cross_view_nce(z1: torch.Tensor, z2: torch.Tensor, temperature: float = 0.5) -> torch.Tensor:
+    r"""InfoNCE in the cross-view, decoupled form of the NORMS authors' SimCLR code [code].
+
+    With f1, f2 the L2-normalised rows of ``z1``, ``z2`` ([N, dim], row i of both from image i) and
+    s_ij = f1_i . f2_j, every anchor is a view-1 row and its candidates are the view-2 rows:
+
+        l_i  = -s_ii / tau + log sum_{j != i} exp(s_ij / tau)
+        loss = mean_i l_i
+
+    Unlike :func:`info_nce` (2N anchors, negatives from both views, the positive inside the
+    denominator) the positive is left out of the denominator ("decoupled", Yeh et al. 2022), so the
+    value can be negative: with aligned views (s_ii = 1) and orthogonal negatives (s_ij = 0) it is
+    log(N - 1) - 1/tau. Both views receive gradient, since each s_ij involves both.
+    """
+    if z1.ndim != 2 or z1.shape != z2.shape:
+        raise ValueError(f"z1 and z2 must be [N, dim] of the same shape, got {tuple(z1.shape)} and {tuple(z2.shape)}")
+    if z1.shape[0] < 2:
+        raise ValueError(f"a batch needs N >= 2 pairs to have negatives, got N={z1.shape[0]}")
+    if not (math.isfinite(temperature) and temperature > 0):
+        raise ValueError(f"temperature={temperature} must be > 0")
+    logits = F.normalize(z1, dim=1) @ F.normalize(z2, dim=1).T / temperature
+    positive = logits.diagonal()
+    # -inf on the diagonal drops the positive from the log-sum-exp without changing the other terms
+    negatives = logits.masked_fill(torch.eye(len(logits), dtype=torch.bool, device=logits.device), float("-inf"))
+    return (torch.logsumexp(negatives, dim=1) - positive).mean()
+
+
+def negative_cosine(p: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    r"""SimSiam's D(p, z) = -mean_i (p_i / ||p_i||) . (stopgrad(z_i) / ||z_i||), in [-1, 1].
+
+    The target ``z`` is detached: no gradient reaches it through this term (Chen & He 2021).
+    """
+    if p.ndim != 2 or p.shape != z.shape:
+        raise ValueError(f"p and z must be [N, dim] of the same shape, got {tuple(p.shape)} and {tuple(z.shape)}")
+    return -(F.normalize(p, dim=1) * F.normalize(z.detach(), dim=1)).sum(dim=1).mean()
+
+
+def simsiam_loss(p1: torch.Tensor, p2: torch.Tensor, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
+    r"""SimSiam's symmetric loss on the predictions p and projections z of two views ([N, dim] each):
+
+        loss = (D(p1, z2) + D(p2, z1)) / 2,    D = :func:`negative_cosine` (stop-gradient on z)
+
+    -1 when every prediction points along the other view's projection. The NORMS authors' code
+    writes it as an "attractive" term with temperature 1, the same thing [code].
+    """
+    return (negative_cosine(p1, z2) + negative_cosine(p2, z1)) / 2

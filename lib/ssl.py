@@ -5,7 +5,8 @@ go in as keyword arguments, a metrics dict comes out. ``simclr_config(**override
 checks a config before any compute, so a bad parameter fails with its name and the allowed values.
 The pieces are usable on their own: :class:`LARS`, :func:`scaled_lr`, :func:`warmup_cosine`,
 :func:`nce_diagnostics`, :func:`knn_predict` / :func:`knn_accuracy`, :func:`linear_probe` and
-:func:`simclr_step_rate` (the speed benchmark's training step).
+:func:`simclr_step_rate` (the speed benchmark's training step); :func:`train_epochs` (the epoch loop)
+and :func:`backbone_evaluation` (kNN and probe) are shared with lib.norms (study 4).
 
 Decisions where STUDIES.md is silent [ours]:
 - Every training image is used (no validation split): nothing is selected on held-out data.
@@ -29,6 +30,7 @@ from __future__ import annotations
 import ctypes
 import math
 import time
+from typing import Callable, Sequence
 
 import torch
 import torch.nn as nn
@@ -370,6 +372,66 @@ def simclr_step(model: SimCLRNet, optimizer: torch.optim.Optimizer, views: torch
     return nce_diagnostics(z1.detach(), z2.detach(), temperature)
 
 
+def train_epochs(step: Callable[[torch.Tensor], torch.Tensor | None], optimizer: torch.optim.Optimizer,
+                 x_train: torch.Tensor, *, epochs: int, batch_size: int, lr: float, warmup_epochs: float,
+                 augmentation: dict, generator: torch.Generator, diagnostics: Sequence[str],
+                 memory_format: torch.memory_format = torch.contiguous_format, desc: str = "",
+                 progress: bool | None = None) -> tuple[str, dict, int]:
+    """The epoch loop of a two-view method: :func:`train_simclr`'s, shared with lib.norms.
+
+    Each epoch draws a permutation of the N training images ``x_train`` (uint8) from ``generator``
+    and walks it in N // ``batch_size`` full batches (the last, smaller batch is dropped). At step t
+    every parameter group without a true ``fixed_lr`` gets lr_t = ``lr`` * warmup_cosine(t, T, W)
+    (T = epochs * steps per epoch, W = round(``warmup_epochs`` * steps per epoch)); then the batch's
+    :func:`simclr_views` (``augmentation``: simclr_augment's options) go, stacked and in
+    ``memory_format``, to ``step(views)``, which updates the model and returns the float64 values of
+    ``diagnostics`` before the update, or None when the loss was not finite: the run then stops,
+    "diverged". Returns ``(status, curves, steps)``; ``curves`` holds each diagnostic's mean over each
+    completed epoch and ``lr``, the first group's rate at the epoch's last step.
+    """
+    n = len(x_train)
+    steps_per_epoch = n // batch_size
+    total_steps = epochs * steps_per_epoch
+    warmup_steps = round(warmup_epochs * steps_per_epoch)
+    curves = {key: [] for key in (*diagnostics, "lr")}
+    status, t = "ok", 0
+    bar = tqdm(total=epochs, desc=desc, disable=None if progress is None else not progress, leave=False)
+    for _ in range(epochs):
+        sums = torch.zeros(len(diagnostics), dtype=torch.float64)
+        perm = torch.randperm(n, generator=generator)
+        for start in range(0, steps_per_epoch * batch_size, batch_size):
+            for group in optimizer.param_groups:
+                if not group.get("fixed_lr", False):
+                    group["lr"] = lr * warmup_cosine(t, total_steps, warmup_steps)
+            views = simclr_views(x_train[perm[start:start + batch_size].to(x_train.device)], **augmentation)
+            values = step(views.contiguous(memory_format=memory_format))
+            if values is None:
+                status = "diverged"
+                break
+            sums += values
+            t += 1
+        bar.update()
+        if status == "diverged":
+            break
+        for key, value in zip(diagnostics, (sums / steps_per_epoch).tolist()):
+            curves[key].append(value)
+        curves["lr"].append(optimizer.param_groups[0]["lr"])
+    bar.close()
+    return status, curves, t
+
+
+def backbone_evaluation(c: dict, f_train: torch.Tensor, y_train: torch.Tensor, f_test: torch.Tensor,
+                        y_test: torch.Tensor, *, num_classes: int) -> dict:
+    """kNN top-1 (:func:`knn_accuracy`, ``c["knn_k"]``, ``c["knn_temperature"]``) and the linear probe
+    (:func:`linear_probe`, ``c["probe_steps"]``, ``c["probe_weight_decay"]``) on frozen features."""
+    return {
+        "knn_top1": knn_accuracy(f_train, y_train, f_test, y_test, k=c["knn_k"], temperature=c["knn_temperature"],
+                                 num_classes=num_classes),
+        **linear_probe(f_train, y_train, f_test, y_test, num_classes=num_classes, steps=c["probe_steps"],
+                       weight_decay=c["probe_weight_decay"]),
+    }
+
+
 def train_simclr(*, data_root: str | None = None, progress: bool | None = None, **config) -> dict:
     """Train SimCLR (ResNet-18 + projector) with InfoNCE or FlatNCE, then evaluate the backbone.
 
@@ -402,36 +464,13 @@ def train_simclr(*, data_root: str | None = None, progress: bool | None = None, 
     lr = scaled_lr(c["lr"], bs, c["lr_scaling"])
     optimizer = make_optimizer(model, c["optimizer"], lr=lr, momentum=c["momentum"], weight_decay=c["weight_decay"],
                                exclude_bias_and_norm=c["exclude_bias_and_norm"])
-    steps_per_epoch = n // bs
-    total_steps = c["epochs"] * steps_per_epoch
-    warmup_steps = round(c["warmup_epochs"] * steps_per_epoch)
     augmentation = dict(mean=ds.mean, std=ds.std, scale=(c["crop_min_scale"], 1.0), generator=gen)
 
-    curves = {key: [] for key in (*DIAGNOSTICS, "lr")}
-    status, step = "ok", 0
-    bar = tqdm(total=c["epochs"], desc=f"simclr {c['loss']} seed {c['seed']}",
-               disable=None if progress is None else not progress, leave=False)
-    for epoch in range(c["epochs"]):
-        sums = torch.zeros(len(DIAGNOSTICS), dtype=torch.float64)
-        perm = torch.randperm(n, generator=gen)
-        for start in range(0, steps_per_epoch * bs, bs):
-            for group in optimizer.param_groups:
-                group["lr"] = lr * warmup_cosine(step, total_steps, warmup_steps)
-            views = simclr_views(x_train[perm[start:start + bs].to(device)], **augmentation)
-            diagnostics = simclr_step(model, optimizer, views.contiguous(memory_format=memory_format),
-                                      loss=c["loss"], temperature=c["temperature"])
-            if diagnostics is None:
-                status = "diverged"
-                break
-            sums += diagnostics
-            step += 1
-        bar.update()
-        if status == "diverged":
-            break
-        for key, value in zip(DIAGNOSTICS, (sums / steps_per_epoch).tolist()):
-            curves[key].append(value)
-        curves["lr"].append(optimizer.param_groups[0]["lr"])
-    bar.close()
+    status, curves, step = train_epochs(
+        lambda views: simclr_step(model, optimizer, views, loss=c["loss"], temperature=c["temperature"]),
+        optimizer, x_train, epochs=c["epochs"], batch_size=bs, lr=lr, warmup_epochs=c["warmup_epochs"],
+        augmentation=augmentation, generator=gen, diagnostics=DIAGNOSTICS, memory_format=memory_format,
+        desc=f"simclr {c['loss']} seed {c['seed']}", progress=progress)
     train_s = time.perf_counter() - t_start
 
     t_eval = time.perf_counter()
@@ -439,12 +478,7 @@ def train_simclr(*, data_root: str | None = None, progress: bool | None = None, 
         f_train = embed(model, x_train, ds.mean, ds.std)
         f_test = embed(model, ds.x_test, ds.mean, ds.std)
         y_train, y_test = ds.y_train[:n].to(device), ds.y_test.to(device)
-        evaluation = {
-            "knn_top1": knn_accuracy(f_train, y_train, f_test, y_test, k=c["knn_k"], temperature=c["knn_temperature"],
-                                     num_classes=ds.num_classes),
-            **linear_probe(f_train, y_train, f_test, y_test, num_classes=ds.num_classes, steps=c["probe_steps"],
-                           weight_decay=c["probe_weight_decay"]),
-        }
+        evaluation = backbone_evaluation(c, f_train, y_train, f_test, y_test, num_classes=ds.num_classes)
     else:
         evaluation = {"knn_top1": float("nan"), "probe_top1": float("nan"), "probe_top5": float("nan"),
                       "probe_objective": float("nan")}

@@ -205,3 +205,109 @@ def test_notebooks_02_03_missing_dataset_fails_before_training_with_the_data_lay
                                    cwd=str(PROJECT_ROOT), kernel_name="python3", progress_bar=False)
     assert "'svhn' was not found" in str(err.value)
     assert not (tmp_path / "runs").exists()
+
+
+# --------------------------------------------------------------------------- notebook 04
+
+from lib.studies import embedding_norms  # noqa: E402
+
+NOTEBOOK_04 = "04_embedding_norms"
+
+
+def test_notebook_04_smoke_writes_records_and_tables(tmp_path):
+    t0 = time.perf_counter()
+    papermill.execute_notebook(str(PROJECT_ROOT / "notebooks" / f"{NOTEBOOK_04}.ipynb"), str(tmp_path / "04.ipynb"),
+                               parameters={"profile": "smoke", "results_dir": str(tmp_path)},
+                               cwd=str(PROJECT_ROOT), kernel_name="python3", progress_bar=False)
+    elapsed = time.perf_counter() - t0
+    settings = embedding_norms.resolve({**_parameters_cell(NOTEBOOK_04), "profile": "smoke"})
+    runs = list((tmp_path / "runs" / embedding_norms.STUDY / "smoke").glob("*.json"))
+    assert len(runs) == len(embedding_norms.plan(settings))
+    table = pd.read_csv(tmp_path / "tables" / f"{embedding_norms.STUDY}_smoke.csv")
+    assert len(table) == len(runs) and set(table.status) == {"ok"}
+    assert set(table["config.method"]) == set(settings["methods"])
+    for name in ("convergence", "latent_classes", "interventions", "confidence", "ood"):
+        assert len(pd.read_csv(tmp_path / "tables" / f"{embedding_norms.STUDY}_smoke_{name}.csv")) >= 2, name
+    verdicts = pd.read_csv(tmp_path / "tables" / f"{embedding_norms.STUDY}_smoke_paper_vs_reproduced.csv")
+    assert {"quantity", "ours", "paper", "evidence", "verdict"} <= set(verdicts.columns) and len(verdicts) >= 5
+    nb = nbformat.read(tmp_path / "04.ipynb", as_version=4)
+    key = [c for c in nb.cells if "key-figure" in c.metadata.get("tags", [])]
+    assert len(key) == 1 and any("image/png" in o.get("data", {}) for o in key[0].outputs)
+    assert elapsed < 60, f"smoke run of notebook 04 took {elapsed:.0f} s (budget 60 s)"
+
+
+@pytest.mark.parametrize("name,value", [("profile", "huge"), ("radii", [1.0]), ("radii", [1.0, -2.0]), ("pairs", 1),
+                                        ("tolerance", 0.0), ("class_weights", [1, 0]), ("latent_seeds", 0),
+                                        ("dataset", "imagenet"), ("methods", ["simclr", "byol"]),
+                                        ("interventions", ["default", "dropout"]), ("imbalance_base", 0.5),
+                                        ("simclr_loss", "ntxent"), ("simclr_weight_decays", [1e-6]),
+                                        ("cut_simsiam", 0.0), ("grad_scale_power", "one"), ("epochs", 0),
+                                        ("width", 0.001), ("ood", ["imagenet"]), ("ood", ["digits", "digits"]),
+                                        ("warmup_epochs", 1000.0), ("simsiam_lr", -0.1)])
+def test_notebook_04_bad_parameter_fails_before_any_run_naming_it(name, value):
+    with pytest.raises(ParameterError, match=name):
+        embedding_norms.resolve({**_parameters_cell(NOTEBOOK_04), name: value})
+
+
+def test_notebook_04_bad_parameter_fails_in_the_notebook_before_any_run(tmp_path):
+    with pytest.raises(papermill.PapermillExecutionError, match="interventions"):
+        papermill.execute_notebook(str(PROJECT_ROOT / "notebooks" / f"{NOTEBOOK_04}.ipynb"), str(tmp_path / "bad.ipynb"),
+                                   parameters={"profile": "smoke", "interventions": ["default", "dropout"],
+                                               "results_dir": str(tmp_path)},
+                                   cwd=str(PROJECT_ROOT), kernel_name="python3", progress_bar=False)
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "tables").exists()
+
+
+# --------------------------------------------------------------------------- notebook 05
+
+from lib.studies import flatnce_batch  # noqa: E402
+
+NOTEBOOK_05 = "05_flatnce_batch_size"
+
+
+def test_notebook_05_smoke_writes_records_and_tables(tmp_path):
+    t0 = time.perf_counter()
+    papermill.execute_notebook(str(PROJECT_ROOT / "notebooks" / f"{NOTEBOOK_05}.ipynb"), str(tmp_path / "out.ipynb"),
+                               parameters={"profile": "smoke", "results_dir": str(tmp_path)},
+                               cwd=str(PROJECT_ROOT), kernel_name="python3", progress_bar=False)
+    elapsed = time.perf_counter() - t0
+    settings = flatnce_batch.resolve({**_parameters_cell(NOTEBOOK_05), "profile": "smoke"})
+    runs = list((tmp_path / "runs" / flatnce_batch.STUDY / "smoke").glob("*.json"))
+    assert len(runs) == len(flatnce_batch.plan(settings))
+    tables = tmp_path / "tables"
+    table = pd.read_csv(tables / f"{flatnce_batch.STUDY}_smoke.csv")
+    assert len(table) == len(runs) and set(table.status) == {"ok"}
+    assert set(table["config.loss"]) == set(settings["losses"])
+    assert set(table["config.batch_size"]) == set(settings["batch_sizes"])
+    per_cell = pd.read_csv(tables / f"{flatnce_batch.STUDY}_smoke_per_cell.csv")
+    assert len(per_cell) == len(settings["batch_sizes"]) * len(settings["losses"])
+    assert (per_cell.info_nce_ceiling.diff().dropna() >= 0).all()  # log(2N - 1) grows with the batch
+    comparison = pd.read_csv(tables / f"{flatnce_batch.STUDY}_smoke_flatnce_vs_infonce.csv")
+    assert list(comparison.batch_size) == settings["batch_sizes"]
+    verdicts = pd.read_csv(tables / f"{flatnce_batch.STUDY}_smoke_paper_vs_reproduced.csv")
+    assert {"quantity", "ours", "paper", "evidence", "verdict"} <= set(verdicts.columns) and len(verdicts) >= 9
+    executed = nbformat.read(tmp_path / "out.ipynb", as_version=4)
+    key = [c for c in executed.cells if "key-figure" in c.metadata.get("tags", [])]
+    assert len(key) == 1 and any("image/png" in o.get("data", {}) for o in key[0].outputs)
+    assert elapsed < 60, f"smoke run of notebook 05 took {elapsed:.0f} s (budget 60 s)"
+
+
+@pytest.mark.parametrize("name,value", [("profile", "huge"), ("batch_sizes", [16, 1]), ("batch_sizes", []),
+                                        ("batch_sizes", [16, 16]), ("batch_sizes", "16,32"), ("losses", ["infonce", "nce"]),
+                                        ("losses", []), ("lr_scaling", "cube"), ("optimizer", "rmsprop"), ("epochs", 0),
+                                        ("seeds", 0), ("width", 0.0), ("dataset", "imagenet"), ("temperature", -0.1),
+                                        ("warmup_epochs", 50.0), ("lr", "fast"), ("device", "gpu"), ("workers", 0)])
+def test_notebook_05_bad_parameter_fails_naming_it(name, value):
+    with pytest.raises(ParameterError, match=name):
+        flatnce_batch.resolve({**_parameters_cell(NOTEBOOK_05), name: value})
+
+
+@pytest.mark.parametrize("parameters,message", [({"losses": ["infonce", "nce"]}, "losses"),
+                                                ({"batch_sizes": [16, 4096]}, "batch_sizes")])
+def test_notebook_05_bad_parameter_fails_in_the_notebook_before_any_run(tmp_path, parameters, message):
+    # a batch of 4096 passes every check but the one against the 128 smoke images, made after loading them
+    with pytest.raises(papermill.PapermillExecutionError, match=f"ParameterError.*parameter {message}="):
+        papermill.execute_notebook(str(PROJECT_ROOT / "notebooks" / f"{NOTEBOOK_05}.ipynb"), str(tmp_path / "bad.ipynb"),
+                                   parameters={"profile": "smoke", "results_dir": str(tmp_path), **parameters},
+                                   cwd=str(PROJECT_ROOT), kernel_name="python3", progress_bar=False)
+    assert not (tmp_path / "runs").exists()

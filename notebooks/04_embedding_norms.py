@@ -1,0 +1,386 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Study 4 — embedding norms: convergence, confidence, OOD and the interventions
+#
+# **Paper** (Draganov et al., ICML 2025, "On the Importance of Embedding Norms in Self-Supervised
+# Learning"): a loss that sees an embedding z only through z/‖z‖ has a gradient orthogonal to z,
+# of size ∝ 1/‖z‖. So every step grows the norm, and the larger the norm the slower the embedding
+# turns: convergence slows as ‖z‖². Samples the network has fitted well end with large norms, so the
+# norm is a confidence score and is small for unseen data. Two interventions counter the slowdown:
+# **cut-initialisation** (divide every parameter by c once, so norms start small) and **GradScale**
+# (identity forward; backward multiplies row i's gradient by ‖z_i‖^p, which for p = 1 cancels the 1/‖z‖).
+#
+# **Four parts**, each with its own table and plots:
+#
+# - **(a)** gradient descent on −mean cosine from pairs of norm ρ: steps to converge against ρ, the
+#   fitted log-log slope beside the predicted 2, and the norm's growth per step;
+# - **(b)** the latent-class simulation: per-class embedding norm against class frequency;
+# - **(c)** SimCLR and SimSiam (ResNet-18, CIFAR stem, narrower for CPU runs) with the default
+#   settings, stronger weight decay, cut-initialisation and GradScale, on balanced and imbalanced
+#   data, with kNN and linear-probe accuracy;
+# - **(d)** the norm as confidence (held-out kNN accuracy per norm bucket, rank correlation) and as
+#   an OOD score (AUROC and histograms against unseen datasets).
+#
+# **Data.** `cpu` trains on the offline CIFAR-10 subset (10,000 training images) and scores
+# Fashion-MNIST and MNIST (converted to 32×32×3) as unseen sets. `smoke` and `quick` train on the
+# procedural `shapes` generator at 32×32 (16×16 for `smoke`) and score shapes drawn from another
+# seed (unseen class patterns of the same kind) and scikit-learn's digits: **a controlled stand-in,
+# not CIFAR** — their accuracies and AUROCs say nothing about CIFAR's, only whether the mechanisms
+# show. `quick` also trains for two epochs only: the interventions' effects on accuracy need far
+# longer training; what it can show is their effect on the norms.
+#
+# Evidence tags: **[paper]** the paper's abstract, **[code]** the authors' public code
+# (Andrew-Draganov/SSLEmbeddingNorms), **[summary]** secondary summaries (approximate), **[ours]** our
+# decision. Specification: `STUDIES.md` (study 4); library: `lib/norms.py`,
+# `lib/studies/embedding_norms.py`, `lib/ssl.py` (the shared training loop and evaluation).
+#
+# Decisions [ours]: SGD with momentum 0.9 at the SimCLR (0.3) and SimSiam (0.05) papers' base rates ×
+# batch/256 (the authors' schedule multiplies the base rate by itself); both views go through the
+# network as one batch; the confidence kNN is a majority vote of the 10 cosine-nearest training
+# embeddings, and the authors' variant on training embeddings leaves each point out of its own
+# neighbours; before evaluation every BatchNorm's statistics are re-estimated exactly on the
+# unaugmented training images (after a few dozen steps the running averages still carry their
+# initial values, which after cut-initialisation shrinks eval-mode outputs by orders of magnitude);
+# the SimCLR loss is the authors' decoupled cross-view form unless `simclr_loss` says `standard`
+# (SimCLR's NT-Xent) — the tables say which ran.
+
+# %% tags=["parameters"]
+from typing import Optional
+
+profile: str = "quick"  # smoke | quick | cpu | paper: every parameter left as None takes the profile's value
+# (a) convergence on the sphere [code]
+radii: Optional[list] = None  # starting norms rho of the pairs (paper: 0.25, 0.5, 0.75, 1, 2, ..., 10)
+pairs: Optional[int] = None  # positive pairs (paper: 500)
+sphere_lr: Optional[float] = None  # gradient-descent step (paper: 10 with 500 pairs; steps depend on lr / pairs)
+dim: int = 20  # dimension of the points [code]
+tolerance: float = 1e-3  # converged when the mean cosine reaches 1 - tolerance [code]
+# (b) latent classes [code]
+class_weights: list = [1, 2, 4, 8]  # class frequencies, rarest first [code]
+latent_samples: Optional[int] = None  # points over all classes
+latent_sigma: float = 0.3  # within-class spread around the unit-norm centres [ours]
+latent_steps: Optional[int] = None  # SGD steps of the MLP
+latent_lr: float = 0.1  # SGD step [ours]
+latent_seeds: Optional[int] = None  # independent simulations
+# (c, d) images
+dataset: Optional[str] = None  # training data: cifar10 | cifar100 | svhn | fashion_mnist | mnist | digits | shapes
+dataset_options: Optional[dict] = None  # lib.data.load_dataset options, e.g. shapes' {"num_classes": 10, "image_size": 32}
+imbalanced_dataset: Optional[str] = None  # data of the imbalanced runs (paper: cifar100)
+data_root: Optional[str] = None  # folder of <name>.npz arrays; None: $DATA_ROOT, then torchvision's cache
+methods: list = ["simclr", "simsiam"]  # simclr | simsiam
+interventions: Optional[list] = None  # on balanced data: default | weight_decay | cut_init | grad_scale | cut_init+grad_scale
+imbalanced_interventions: Optional[list] = None  # on the imbalanced subset (the same names; [] for none)
+imbalance_base: Optional[float] = None  # class i keeps floor(n_i base^-i); None: 1.5 for 10 classes, 1.03365 for 100 [code]
+simclr_loss: str = "decoupled"  # decoupled (the authors' cross-view form) [code] | standard (SimCLR's NT-Xent)
+simclr_weight_decays: Optional[list] = None  # the weight_decay intervention's values (default 1e-6; paper sweep 0, 1e-8, 1e-4)
+simsiam_weight_decays: Optional[list] = None  # the same for SimSiam (default 5e-4; paper sweep 0, 5e-6, 5e-2)
+simclr_lr: float = 0.3  # SimCLR base learning rate, times batch/256 [ours]
+simsiam_lr: float = 0.05  # SimSiam base learning rate, times batch/256 [ours]
+cut_simclr: float = 3.0  # cut-initialisation divisor for SimCLR (contrastive) [code]
+cut_simsiam: float = 9.0  # cut-initialisation divisor for SimSiam (non-contrastive) [code]
+grad_scale_power: float = 1.0  # GradScale power p [code]
+seeds: Optional[int] = None  # seeds per run
+width: Optional[float] = None  # ResNet-18 width multiplier (paper: 1, 512 features)
+simsiam_dim: Optional[int] = None  # SimSiam projector width D; predictor D -> D/4 -> D (paper: 2048)
+epochs: Optional[int] = None  # training epochs (paper: 512)
+batch_size: Optional[int] = None  # images per batch, two views each (paper: 256)
+warmup_epochs: Optional[float] = None  # linear warm-up before the cosine schedule (paper: 10)
+probe_steps: Optional[int] = None  # L-BFGS iterations of the linear probe
+ood: Optional[list] = None  # unseen sets: names or {"dataset": ..., "dataset_options": {...}}; resized to the training data
+workers: Optional[int] = None  # runs in parallel processes; the cores are divided among them
+results_dir: str = "results"  # records and tables go here (relative to the project root)
+force: bool = False  # re-run configs that already have a finished record
+
+# %%
+import time
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.ticker import NullFormatter, ScalarFormatter
+import pandas as pd
+import seaborn as sns
+from IPython.display import Markdown, display
+
+from lib import PROJECT_ROOT
+from lib.cff import get_dataset
+from lib.norms import latent_class_simulation, ood_label, sphere_convergence, train_norms
+from lib.results import ResultsStore
+from lib.studies import embedding_norms as study
+from lib.sweep import run_sweep
+
+settings = study.resolve(dict(globals()))  # checks every parameter before any compute
+configs = study.plan(settings)
+store = ResultsStore(PROJECT_ROOT / results_dir, study.STUDY, settings["profile"])
+# Every dataset is loaded once here, so that missing data fails before any run.
+datasets = {(c["dataset"], str(c["dataset_options"])): get_dataset(c, data_root) for c in configs}
+unseen = {ood_label(spec): get_dataset(spec, data_root) for spec in settings["ood"]}
+ood_labels = list(unseen)
+stand_in = None if settings["dataset"] in ("cifar10", "cifar100") else settings["dataset"]
+sns.set_theme(style="whitegrid", context="notebook")
+MIN_BUCKET = 10  # norm buckets with fewer test samples are left out of the plots (their accuracy is noise)
+
+
+def radius_axis(ax, radii):
+    """Log-scaled x axis labelled at the simulated radii."""
+    ax.set_xticks(radii)
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def norm_histograms(ax, run, title):
+    """Test-set norms against every unseen set's, on a log axis (unseen norms can be far larger)."""
+    stored = run["metrics"]["stored"]
+    sets = {"test (in distribution)": stored["test"], **{label: stored[label] for label in ood_labels}}
+    values = np.concatenate([np.asarray(v) for v in sets.values()])
+    bins = np.geomspace(values[values > 0].min(), values.max(), 50)
+    for label, v in sets.items():
+        auc = "" if label.startswith("test") else f" (AUROC {run['metrics'][f'auroc_{label}']:.2f})"
+        ax.hist(v, bins=bins, alpha=0.5, density=True, label=label + auc)
+    ax.set(xscale="log", xlabel="‖z‖ (projector output, log scale)", ylabel="density", title=title)
+    ax.legend(fontsize="x-small")
+pd.set_option("display.precision", 3)
+pd.set_option("display.max_colwidth", None)  # verdicts are sentences: never cut them
+t_notebook = time.perf_counter()
+display(Markdown(
+    f"**Profile** `{settings['profile']}`: {len(configs)} image runs ({', '.join(settings['methods'])}; "
+    f"{settings['seeds']} seed(s); width {settings['width']}, {settings['epochs']} epochs, batch {settings['batch_size']}; "
+    f"SimCLR loss `{settings['simclr_loss']}`) on `{settings['dataset']}` {settings['dataset_options'] or ''}"
+    + (" — **a stand-in for CIFAR**" if stand_in else "") + ".\n\n"
+    + "\n".join(f"- `{name}`: {ds.source}" for (name, _), ds in datasets.items())
+    + "\n\nUnseen sets (test images, converted to the training data's size and channels):\n\n"
+    + "\n".join(f"- `{label}`: {ds.source}" for label, ds in unseen.items())))
+
+# %% [markdown]
+# ## (a) Convergence on the sphere and the growth of the norm
+# Each of `pairs` pairs starts with both points uniform on the sphere, scaled to norm ρ; plain
+# gradient descent (autograd) on L = −mean cos(a_i, b_i) runs until the mean cosine reaches
+# 1 − `tolerance`. Since the gradient of cos(a, b) in a is (b/‖b‖ − cos·a/‖a‖)/‖a‖, the predicted
+# number of steps grows as ρ² (slope 2 on log-log axes), and each step grows every norm:
+# ‖a − lr·g‖² = ‖a‖² + lr²‖g‖². The table gives, per ρ, the steps, steps/ρ², the mean norm at the
+# start and at convergence, its mean growth per step, and two exact checks: the smallest change of
+# any point's norm in any step (never negative) and the largest |cos| between a point and its
+# gradient (zero up to rounding).
+
+# %%
+sphere = sphere_convergence(settings["radii"], pairs=settings["pairs"], dim=settings["dim"], lr=settings["sphere_lr"],
+                            tolerance=settings["tolerance"])
+convergence = study.convergence_table(sphere)
+fit = study.fit_convergence(convergence)
+store.write_frame("convergence", convergence)
+display(convergence)
+display(Markdown(f"Fitted log-log slope of steps on ρ: **{fit['slope']:.3f} ± {fit['ci']:.3f}** (95% CI, "
+                 f"{fit['radii']} radii); predicted **2**."))
+fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.2))
+ok = convergence[convergence.steps > 0]
+left.loglog(ok.rho, ok.steps, "o", label="steps to converge")
+rho_line = np.geomspace(ok.rho.min(), ok.rho.max())
+left.loglog(rho_line, np.exp(np.mean(np.log(ok.steps) - fit["slope"] * np.log(ok.rho))) * rho_line ** fit["slope"],
+            label=f"fit: slope {fit['slope']:.2f}")
+left.loglog(rho_line, ok.steps_over_rho2.median() * rho_line ** 2, "--", color="grey", label="slope 2 (predicted)")
+left.set(xlabel="starting norm ρ", ylabel="gradient steps", title="Convergence slows as ρ²")
+radius_axis(left, ok.rho)
+left.legend()
+for rho, history in zip(sphere["radii"], sphere["mean_norm"]):
+    right.plot(np.arange(len(history)) / max(1, len(history) - 1), history / history[0], label=f"ρ = {rho:g}")
+right.set(xlabel="fraction of the run (steps / steps to converge)", ylabel="mean norm / starting norm",
+          title="The norm grows at every step")
+right.legend(fontsize="small", ncol=2)
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## (b) Latent classes: is the embedding norm smaller for rarer classes?
+# K classes with centres on the unit sphere in 10 dimensions and frequencies ∝ `class_weights`;
+# points = centre + N(0, σ²); observed through a fixed random 64×10 matrix; an MLP 64 → 64 → 10
+# trained with supervised InfoNCE (one same-class positive per anchor, temperature 1). Each class's
+# mean embedding norm at the end, and its growth (end / start), which removes the random scale each
+# class's centre gets from the mixing matrix.
+
+# %%
+latent_runs = [latent_class_simulation(settings["class_weights"], samples=settings["latent_samples"],
+                                       sigma=settings["latent_sigma"], steps=settings["latent_steps"],
+                                       lr=settings["latent_lr"], seed=seed) for seed in range(settings["latent_seeds"])]
+latent = study.latent_table(latent_runs)
+latent_summary = study.latent_summary(latent)
+store.write_frame("latent_classes", latent)
+display(latent.groupby("weight")[["count", "norm_start", "norm_end", "norm_growth"]].mean())
+display(Markdown(
+    f"Spearman ρ of class frequency with the final norm: **{latent_summary['rho_norm']:+.2f}** (p = "
+    f"{latent_summary['p_norm']:.2g}); with the growth: **{latent_summary['rho_growth']:+.2f}** (p = "
+    f"{latent_summary['p_growth']:.2g}), pooled over {latent_summary['seeds']} seeds; the rarest class ends smallest in "
+    f"{latent_summary['rarest_smallest']:.0%} of the seeds."))
+fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+for ax, column, label in ((axes[0], "norm_end", "final mean norm"), (axes[1], "norm_growth", "final / initial mean norm")):
+    sns.stripplot(data=latent, x="weight", y=column, hue="seed", palette="tab10", ax=ax, legend=False)
+    sns.pointplot(data=latent, x="weight", y=column, color="black", errorbar=None, ax=ax)
+    ax.set(xlabel="class frequency (weight)", ylabel=label, title=f"Per class: {label}")
+for k, weight in enumerate(settings["class_weights"]):
+    curve = np.mean([r["class_norm_history"][:, k] for r in latent_runs], axis=0)
+    axes[2].plot(latent_runs[0]["history_steps"], curve, label=f"weight {weight:g}")
+axes[2].set(xlabel="SGD step", ylabel="mean norm (mean over seeds)", title="Class norms during training")
+axes[2].legend()
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## (c) SimCLR and SimSiam with the interventions
+# One run per method, data (balanced, or the imbalanced subset with class i keeping
+# ⌊n_i·base^−i⌋ images), intervention and seed. `knn_top1`: weighted kNN (k = 200, temperature 0.1)
+# on normalised backbone features; `probe_top1`: linear probe on the frozen backbone (both in
+# percent, on the balanced test set); `*_vs_default`: the change against the same method's default
+# run; `norm_*`: mean projector-output norm in the first and last epoch (training batches, train
+# mode) and on the test set (eval mode, BatchNorm statistics re-estimated); `spread_last_epoch`: √d × the mean per-dimension std of
+# z/‖z‖ over a batch, SimSiam's collapse monitor (1 = spread over the sphere, 0 = collapsed);
+# `class_norm_count_rho`: Spearman ρ of the per-class training-set norm with the class's image count.
+# Runs with a finished record are skipped, so an interrupted sweep resumes where it stopped.
+
+# %%
+records = run_sweep(store, configs, train_norms, workers=settings["workers"], force=settings["force"], data_root=data_root)
+table_path = store.write_table()
+runs = study.runs_frame(records)
+failed = runs[runs.status != "ok"]
+display(Markdown(f"{len(runs)} runs, {len(failed)} not ok; table: `{table_path.name}`; measured training step: "
+                 + ", ".join(f"{m} {g.step_s.median():.3f} s" for m, g in runs.groupby("method"))
+                 + f"; training time of all runs {(runs.steps * runs.step_s).sum() / 60:.1f} core-minutes."))
+if len(failed):
+    display(failed[["run_id", "status", "method", "data", "intervention", "seed"]])
+interventions_summary = study.intervention_table(runs)
+store.write_frame("interventions", interventions_summary)
+display(interventions_summary)
+
+# %%
+ok_runs = runs[runs.status == "ok"].copy()
+fig, axes = plt.subplots(1, 3, figsize=(16, 4.3))
+for ax, metric, label in ((axes[0], "knn_top1", "kNN top-1 (%)"), (axes[1], "probe_top1", "linear probe top-1 (%)")):
+    shown = ok_runs.assign(value=100 * ok_runs[metric], arm=ok_runs.method + " · " + ok_runs.data)
+    sns.barplot(data=shown, x="arm", y="value", hue="kind", errorbar=None, ax=ax)
+    ax.axhline(100 / next(iter(datasets.values())).num_classes, color="grey", linestyle=":", label="chance")
+    ax.set(xlabel="", ylabel=label, title=label)
+    ax.tick_params(axis="x", rotation=20)
+    ax.legend(fontsize="x-small")
+steps_long = pd.DataFrame([dict(step=i, norm=v, method=r["config"]["method"], kind=study.intervention_of(r["config"]).split("=")[0],
+                                data="imbalanced" if r["config"]["imbalance_base"] else "balanced")
+                           for r in records if r["status"] == "ok" for i, v in enumerate(r["metrics"]["norm_per_step"])])
+balanced_steps = steps_long[steps_long.data == "balanced"]
+sns.lineplot(data=balanced_steps, x="step", y="norm", hue="kind", style="method", errorbar=None, ax=axes[2])
+axes[2].set(yscale="log", xlabel="training step", ylabel="mean ‖z‖ of the batch", title="Embedding norm during training (balanced)")
+axes[2].legend(fontsize="x-small")
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Per-class embedding norm on the imbalanced training subset, against the class's image count
+# (the paper: rarer, less-seen classes end with smaller norms).
+
+# %%
+class_rows = [dict(method=r["config"]["method"], intervention=study.intervention_of(r["config"]), count=n, norm=v)
+              for r in records if r["status"] == "ok" and r["config"]["imbalance_base"]
+              for n, v in zip(r["metrics"]["class_counts"], r["metrics"]["class_norms"]) if n > 0]
+if class_rows:
+    class_norms = pd.DataFrame(class_rows)
+    grid = sns.relplot(data=class_norms, x="count", y="norm", hue="intervention", col="method", kind="line", marker="o",
+                       facet_kws={"sharey": False}, height=3.6, aspect=1.3)
+    grid.set(xscale="log", xlabel="training images of the class", ylabel="mean ‖z‖ of the class")
+    plt.show()
+else:
+    display(Markdown("No imbalanced runs in this profile."))
+
+# %% [markdown]
+# ## (d) The norm as confidence and as an OOD score
+# **Confidence.** Each test embedding is classified by a majority vote of its 10 cosine-nearest
+# training embeddings (held out: the test set against the training bank); the accuracy per bucket
+# of the min–max scaled norm (20 buckets; the plots leave out buckets with fewer than 10 samples)
+# and the Spearman ρ of norm with correctness. Beside it the
+# authors' variant, training embeddings against the other training embeddings (`*_train`).
+# **OOD.** AUROC of the norm as an in-distribution score: the test set's norms against each unseen
+# set's (above 0.5: smaller norms for unseen data, as the paper says), with the Mann–Whitney p-value,
+# and both sets' mean norms. A caveat for reading it: an unseen set whose pixel statistics differ
+# strongly from the training data's (e.g. digits' black backgrounds at full contrast, against
+# low-contrast colour patterns), normalised with the training data's mean and std, reaches the
+# network far outside its training input range, and the norm then also measures that distance in
+# input space, which can make the norms of unseen data larger rather than smaller.
+
+# %%
+confidence = study.confidence_table(runs)
+store.write_frame("confidence", confidence)
+display(confidence)
+ood_results = study.ood_table(runs, ood_labels)
+store.write_frame("ood", ood_results)
+display(ood_results)
+buckets = study.bucket_frame(records)
+buckets_train = study.bucket_frame(records, variant="_train")
+fig, axes = plt.subplots(1, 2, figsize=(13, 4.2), sharey=True)
+for ax, frame, title in ((axes[0], buckets, "held out: test against the training bank"),
+                         (axes[1], buckets_train, "authors' variant: training embeddings")):
+    shown = frame[frame["count"] >= MIN_BUCKET]
+    sns.lineplot(data=shown, x="centre", y="accuracy", hue="kind", style="method", marker="o", errorbar=None, ax=ax)
+    ax.set(xlabel="norm bucket (min-max scaled norm)", ylabel="kNN (k = 10) accuracy", title=title)
+    ax.legend(fontsize="x-small")
+plt.tight_layout()
+plt.show()
+
+# %%
+default_runs = [r for r in records if r["status"] == "ok" and not r["config"]["imbalance_base"]
+                and study.intervention_of(r["config"]) == "default"]
+fig, axes = plt.subplots(1, max(1, len(default_runs)), figsize=(6.5 * max(1, len(default_runs)), 4), squeeze=False)
+for ax, r in zip(axes[0], default_runs):
+    norm_histograms(ax, r, f"{r['config']['method']}, default: norms in and out")
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## Summary figure
+# Left: convergence against the starting norm (part a). Middle: held-out kNN accuracy per norm
+# bucket for the default runs (part d). Right: test-set norms against the unseen sets' for the
+# default SimCLR run, or the first default run (part d).
+
+# %% tags=["key-figure"]
+fig, axes = plt.subplots(1, 3, figsize=(17, 4.3))
+axes[0].loglog(ok.rho, ok.steps, "o", label=f"ours: slope {fit['slope']:.2f}")
+axes[0].loglog(rho_line, ok.steps_over_rho2.median() * rho_line ** 2, "--", color="grey", label="predicted: slope 2")
+axes[0].set(xlabel="starting norm ρ", ylabel="steps to converge", title="(a) convergence slows as ρ²")
+radius_axis(axes[0], ok.rho)
+axes[0].legend()
+default_buckets = buckets[(buckets.intervention == "default") & (buckets["count"] >= MIN_BUCKET)]
+sns.lineplot(data=default_buckets, x="centre", y="accuracy", hue="method", marker="o", errorbar=None, ax=axes[1])
+axes[1].set(xlabel="min-max scaled norm (bucket)", ylabel="held-out kNN accuracy", title="(d) norm as confidence")
+shown_run = next((r for r in default_runs if r["config"]["method"] == "simclr"), default_runs[0] if default_runs else None)
+if shown_run is not None:
+    norm_histograms(axes[2], shown_run, f"(d) norm as OOD score ({shown_run['config']['method']}, default)")
+fig.suptitle(f"Embedding norms — profile {settings['profile']} on {settings['dataset']}" + (" (a stand-in for CIFAR)" if stand_in else ""))
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## Paper against reproduced
+# A direction counts as reproduced with p < 0.05 where a test exists; accuracy changes from one
+# seed per arm are directions only. Rows measured on a stand-in say so. Profiles below `paper`
+# train a narrow network for a few epochs: a "not reproduced" there is a statement about this
+# scale, not about the paper.
+
+# %%
+comparison = study.paper_vs_reproduced(fit, convergence, latent_summary, runs, ood_labels, stand_in)
+store.write_frame("paper_vs_reproduced", comparison)
+display(comparison)
+display(Markdown(f"Notebook compute after setup: {time.perf_counter() - t_notebook:.0f} s."))
+
+# %% [markdown]
+# **Re-running one run.** Every record carries the exact command that reproduces it
+# (`extra.rerun` in `results/runs/...`; check out the record's `git_commit` first). The first run
+# of this sweep:
+
+# %%
+print(records[0]["extra"].get("rerun", "(recorded before provenance was kept: python -m lib.rerun --train <module.function> --config <its config>)"))

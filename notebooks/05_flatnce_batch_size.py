@@ -1,0 +1,246 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Study 5 — FlatNCE against InfoNCE across batch sizes
+#
+# **Question** (Chen et al. 2021, "Simpler, Faster, Stronger: Breaking the log-K Curse on Contrastive
+# Learners with FlatNCE"): InfoNCE with N pairs per batch can never certify more than log(2N − 1)
+# nats, and as its value l falls its gradient shrinks by the factor 1 − e^(−l). FlatNCE keeps the
+# gradient direction of each anchor and drops that factor: per anchor,
+# ∇FlatNCE = ∇InfoNCE / (1 − e^(−InfoNCE)). The paper reports that FlatNCE beats InfoNCE at every
+# batch size on CIFAR-10, most at small batches.
+#
+# **Design**: SimCLR — ResNet-18 with the CIFAR stem, a 2-layer projector to 128, temperature 0.1,
+# the SimCLR augmentation, LARS — trained with each loss at each batch size for several seeds. Per
+# run: kNN (k = 200, weighted) and linear-probe top-1 of the frozen backbone; per epoch the InfoNCE
+# value against its log(2N − 1) ceiling, the gradient-scale factor 1 − e^(−InfoNCE) and the entropy
+# of the softmax over the 2N − 2 negatives (FlatNCE runs report the InfoNCE value of their batches
+# beside their constant loss value of 1).
+#
+# With LARS every layer's step size is set by its trust ratio, so multiplying the whole gradient by
+# a constant changes nothing: what FlatNCE changes is the *weighting of anchors* — towards anchors
+# whose InfoNCE is already small. Where InfoNCE stays near its ceiling, 1 − e^(−l) is close to 1
+# for every anchor and the two losses nearly coincide.
+#
+# **Decisions [ours]** for the `smoke`, `quick` and `cpu` profiles, which train for a few epochs: LARS
+# changes each layer by lr × 10⁻³ × ‖w‖ per step, so at FLAT's lr = 0.3 × B / 256 a few hundred
+# steps barely move the weights; these profiles scale the rate as lr = 0.6 × √B instead (eight times
+# SimCLR's small-batch rule 0.075 × √B; at 0.3 × √B half the quick seeds failed to take off within
+# the budget). Every batch size trains for the same number of epochs, as in the paper,
+# so a larger batch takes fewer steps: the tables keep the step count beside the accuracy.
+#
+# Evidence tags: **[code]** read in FLAT's public code, **[paper]** the paper's abstract,
+# **[summary]** secondary summaries (approximate), **[ours]** our decision. Specification:
+# `STUDIES.md` (study 5); library: `lib/ssl.py`, `lib/losses.py`, `lib/studies/flatnce_batch.py`.
+
+# %% tags=["parameters"]
+from typing import Optional
+
+profile: str = "quick"  # smoke | quick | cpu | paper: every parameter left as None takes the profile's value
+dataset: Optional[str] = None  # cifar10 | cifar100 | svhn | fashion_mnist | mnist | digits | shapes
+dataset_options: Optional[dict] = None  # lib.data.load_dataset options for shapes, e.g. {"num_classes": 10, "image_size": 32}
+data_root: Optional[str] = None  # folder of <name>.npz arrays; None: $DATA_ROOT, then torchvision's cache
+batch_sizes: Optional[list] = None  # images per step N (2N - 2 negatives per anchor); the paper: 16 ... 4096
+losses: list = ["infonce", "flatnce"]  # contrastive losses compared [paper]
+seeds: Optional[int] = None  # seeds per batch size and loss
+epochs: Optional[int] = None  # training epochs at every batch size (FLAT's code: 100)
+warmup_epochs: Optional[float] = None  # linear warm-up epochs, then cosine to 0 (FLAT's code: 10)
+width: Optional[float] = None  # ResNet-18 channel multiplier: 512 * width features (paper: 1)
+optimizer: Optional[str] = None  # lars | sgd | adam (FLAT's code: lars)
+lr: Optional[float] = None  # base learning rate, scaled by lr_scaling (FLAT's code: 0.3)
+lr_scaling: Optional[str] = None  # linear: lr * B / 256 (FLAT) | sqrt: lr * sqrt(B) | none: lr
+temperature: float = 0.1  # softmax temperature of both losses [code]
+train_subset: Optional[int] = None  # use this many training images (0: all)
+workers: Optional[int] = None  # runs in parallel processes; the cores are divided among them
+device: str = "auto"  # auto | cpu | cuda: on a GPU the runs go one at a time
+results_dir: str = "results"  # records and tables go here (relative to the project root)
+force: bool = False  # re-run configs that already have a finished record
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from IPython.display import Markdown, display
+
+from lib import PROJECT_ROOT
+from lib.cff import get_dataset
+from lib.results import ResultsStore
+from lib.ssl import train_simclr
+from lib.studies import flatnce_batch as study
+from lib.sweep import run_sweep
+
+settings = study.resolve(dict(globals()))  # checks every parameter before any compute
+configs = study.plan(settings)
+store = ResultsStore(PROJECT_ROOT / results_dir, study.STUDY, settings["profile"])
+ds = get_dataset(configs[0], data_root)  # fails here, before any run, if the data is missing
+train_images = study.check_batch_sizes(settings, len(ds.y_train))  # a batch larger than the data fails here
+sns.set_theme(style="whitegrid", context="notebook")
+pd.set_option("display.precision", 3)
+pd.set_option("display.max_colwidth", None)  # verdicts are sentences: never cut them
+paper = study.PROFILES["paper"]
+scale = pd.DataFrame([
+    ("data", (f"{settings['dataset']} {settings['dataset_options'] or ''}: {train_images} training, "
+              f"{len(ds.y_test)} test images"), "CIFAR-10: 50,000 training, 10,000 test images"),
+    ("backbone", f"ResNet-18, width {settings['width']:g} ({round(64 * settings['width']) * 8} features)",
+     "ResNet-18, width 1 (512 features)"),
+    ("batch sizes", ", ".join(map(str, settings["batch_sizes"])), f"{paper['batch_sizes'][0]} ... {paper['batch_sizes'][-1]}"),
+    ("epochs (warm-up)", f"{settings['epochs']} ({settings['warmup_epochs']:g})",
+     f"{paper['epochs']} ({paper['warmup_epochs']:g})"),
+    ("optimizer, learning rate", f"{settings['optimizer']}, {settings['lr']:g} with {settings['lr_scaling']} scaling",
+     "lars, 0.3 x B / 256 (linear)"),
+    ("seeds per cell", str(settings["seeds"]), "not stated"),
+], columns=["", f"this run ({settings['profile']})", "paper (FLAT [code])"])
+display(Markdown(
+    f"**Profile** `{settings['profile']}`: {len(configs)} runs on {settings['device']}. Data: {ds.source}. "
+    f"Records: `{store.runs_dir.relative_to(PROJECT_ROOT) if store.runs_dir.is_relative_to(PROJECT_ROOT) else store.runs_dir}`."))
+display(scale)
+if settings["profile"] != "paper":
+    display(Markdown(
+        f"**Scale**: this is the `{settings['profile']}` profile, far below the paper's: "
+        f"{settings['epochs']} epochs instead of 100, a {settings['width']:g}-width network, "
+        + ("procedural `shapes` images as a stand-in for CIFAR-10" if settings["dataset"] != "cifar10"
+           else f"{train_images} CIFAR-10 images instead of 50,000")
+        + ". It shows the mechanism and the direction of effects at this scale, not the paper's accuracies; "
+          "a \"not reproduced\" below is a statement about this scale."))
+
+# %% [markdown]
+# ## Runs
+# Runs with a finished record are skipped, so an interrupted sweep resumes where it stopped.
+
+# %%
+records = run_sweep(store, configs, train_simclr, data_root=data_root, **study.sweep_options(settings))
+table_path = store.write_table()
+runs = study.runs_frame(records)
+curves = study.curves_frame(records)
+failed = runs[runs.status != "ok"]
+display(Markdown(f"{len(runs)} runs, {len(failed)} not ok; table: `{table_path.name}`"))
+if len(failed):
+    display(failed[["run_id", "status", "loss", "batch_size", "seed"]])
+
+# %% [markdown]
+# ## Accuracy per batch size and loss
+# Percent; mean and standard deviation over seeds. The final diagnostics are InfoNCE-run and
+# FlatNCE-run averages over the last epoch's steps. Every batch size trains for the same epochs, so
+# larger batches take fewer steps (`steps`).
+
+# %%
+out = study.analyze(runs, settings)
+cells_path = store.write_frame("per_cell", out["cells"])
+display(out["cells"])
+
+# %% tags=["key-figure"]
+ok_runs = runs[runs.status == "ok"]
+long = ok_runs.melt(id_vars=["loss", "batch_size", "seed"], value_vars=list(study.METRICS), var_name="metric",
+                    value_name="accuracy").assign(accuracy=lambda d: 100 * d.accuracy,
+                                                  metric=lambda d: d.metric.map(study.METRICS))
+g = sns.relplot(data=long, x="batch_size", y="accuracy", hue="loss", col="metric", kind="line", marker="o",
+                errorbar="sd", err_style="bars", height=3.8, aspect=1.15, facet_kws={"sharey": False})
+for metric, ax in g.axes_dict.items():
+    seeds_here = long[long.metric == metric]
+    sns.stripplot(data=seeds_here, x="batch_size", y="accuracy", hue="loss", native_scale=True, alpha=0.4, size=4,
+                  legend=False, ax=ax)
+    ax.axhline(100 / ds.num_classes, color="grey", linestyle=":")
+    ax.set(xscale="log", xlabel="batch size N (log2 axis)", ylabel="top-1 test accuracy (%)", title=metric)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(settings["batch_sizes"], labels=[str(b) for b in settings["batch_sizes"]])
+g.figure.suptitle(f"Accuracy against batch size (mean ± sd over {settings['seeds']} seeds, dots: seeds; "
+                  f"dotted: chance) — {settings['dataset']}, {settings['profile']} profile", y=1.04)
+plt.show()
+
+# %% [markdown]
+# ## FlatNCE against InfoNCE: the tests
+# Per batch size, FlatNCE − InfoNCE in points with Welch's t-test (two-sided; needs two seeds per
+# loss). Then the two-way ANOVA of accuracy on loss × batch size (type-II sums of squares): the
+# `loss` row asks whether FlatNCE differs on average, the interaction whether the difference
+# depends on the batch size — "most at small batches" needs it.
+
+# %%
+comparison = out["comparison"]
+if not comparison.empty:
+    store.write_frame("flatnce_vs_infonce", comparison)
+    display(comparison)
+for short, anova in out["anova"].items():
+    display(Markdown(f"**Two-way ANOVA, {study.METRICS[short + '_top1']}** (`{anova.attrs['model']}`)"
+                     + (f" — {anova.attrs['note']}" if anova.attrs.get("note") else "")))
+    display(anova)
+
+# %% [markdown]
+# ## The diagnostics over training
+# Rows: InfoNCE (dashed: its log(2N − 1) ceiling, the value when every similarity is equal), the
+# gradient-scale factor 1 − e^(−InfoNCE) by which InfoNCE's gradient of an anchor is smaller than
+# FlatNCE's, and the entropy of the softmax over the negatives (dashed: log(2N − 2), uniform
+# weights). Columns: batch sizes. Mean ± sd over seeds.
+
+# %%
+diagnostics = curves[curves.metric.isin(list(study.DIAGNOSTIC_LABELS))]
+if not diagnostics.empty:
+    g = sns.relplot(data=diagnostics, x="epoch", y="value", hue="loss", row="metric", col="batch_size", kind="line",
+                    errorbar="sd", marker="o", height=2.4, aspect=1.15,
+                    row_order=list(study.DIAGNOSTIC_LABELS), facet_kws={"sharey": "row"})
+    for (metric, batch), ax in g.axes_dict.items():
+        if metric != "grad_scale":
+            ax.axhline(study.ceilings(batch)[metric], color="grey", linestyle="--")
+        ax.set_title(f"N = {batch}" if metric == "info_nce" else "")  # the top row names the batch
+    for label, ax in zip(study.DIAGNOSTIC_LABELS.values(), g.axes[:, 0]):
+        ax.set_ylabel(label)
+    g.figure.suptitle("Diagnostics per epoch (dashed: the value with all similarities equal)", y=1.02)
+    plt.show()
+
+# %% [markdown]
+# ## The log-K ceiling against the batch size
+# Final-epoch InfoNCE against log(2N − 1), and the gradient-scale factor, per batch size. The gap
+# between InfoNCE and its ceiling is the mutual-information bound the run certifies; the factor is
+# how much InfoNCE damps its own gradient.
+
+# %%
+final = ok_runs.assign(bound=ok_runs.info_nce_ceiling - ok_runs.info_nce_final)
+fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8))
+sns.lineplot(data=final, x="batch_size", y="info_nce_final", hue="loss", marker="o", errorbar="sd", ax=left)
+sizes = np.array(settings["batch_sizes"])
+left.plot(sizes, np.log(2 * sizes - 1), color="grey", linestyle="--", label="log(2N - 1)")
+left.set(ylabel="final-epoch InfoNCE (nats)", title="InfoNCE and its ceiling")
+left.legend()
+sns.lineplot(data=final, x="batch_size", y="grad_scale_final", hue="loss", marker="o", errorbar="sd", ax=right)
+right.set(ylabel="1 - e^(-InfoNCE)", title="gradient-scale factor, final epoch")
+for ax in (left, right):
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(settings["batch_sizes"], labels=[str(b) for b in settings["batch_sizes"]])
+    ax.set_xlabel("batch size N (log2 axis)")
+plt.tight_layout()
+plt.show()
+display(final.groupby(["batch_size", "loss"])[["info_nce_ceiling", "info_nce_final", "bound", "grad_scale_final"]]
+        .mean().reset_index())
+
+# %% [markdown]
+# ## The gradient identity
+# Anchor by anchor on random float64 projections of two views (8 pairs, 16 anchors): FlatNCE's
+# gradient against InfoNCE's divided by 1 − e^(−l_i), both through autograd.
+
+# %%
+identity_error = study.gradient_identity_error(temperature=settings["temperature"])
+display(Markdown(f"Largest relative deviation over the 16 anchors: **{identity_error:.1e}**."))
+
+# %% [markdown]
+# ## Paper against reproduced
+# Verdicts are ours. "Reproduced" for a difference needs its direction at every batch size *and*
+# Welch p < 0.05; the ImageNet and transfer numbers are not measured by any profile here and say
+# so. Every measured verdict names the scale it was measured at.
+
+# %%
+verdicts = study.paper_vs_reproduced(out, settings, identity_error)
+store.write_frame("paper_vs_reproduced", verdicts)
+display(verdicts)

@@ -1,0 +1,143 @@
+"""Study 5 (FlatNCE against InfoNCE across batch sizes): the plan, the analysis and the verdicts."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from lib import stats
+from lib.params import ParameterError
+from lib.results import config_hash
+from lib.ssl import nce_diagnostics
+from lib.studies import flatnce_batch as study
+
+PARAMETERS = dict(profile="smoke", losses=["infonce", "flatnce"], temperature=0.1, device="cpu")
+
+
+def test_plan_crosses_batch_sizes_losses_and_seeds_into_distinct_runs():
+    s = study.resolve({**PARAMETERS, "batch_sizes": [64, 16, 32], "seeds": 3})
+    configs = study.plan(s)
+    assert s["batch_sizes"] == [16, 32, 64]
+    assert len(configs) == 3 * 2 * 3 == len({config_hash(c) for c in configs})
+    assert {(c["batch_size"], c["loss"], c["seed"]) for c in configs} == {
+        (b, loss, seed) for b in (16, 32, 64) for loss in ("infonce", "flatnce") for seed in range(3)}
+    assert all(c["temperature"] == 0.1 and c["device"] == "cpu" for c in configs)
+
+
+def test_parameters_left_as_none_take_the_profile_and_given_ones_win():
+    s = study.resolve({**PARAMETERS, "profile": "cpu", "epochs": None, "width": 0.5})
+    assert s["epochs"] == study.PROFILES["cpu"]["epochs"] and s["width"] == 0.5 and s["dataset"] == "cifar10"
+
+
+def test_a_batch_larger_than_the_training_set_fails_naming_batch_sizes():
+    s = study.resolve({**PARAMETERS, "batch_sizes": [16, 256]})
+    with pytest.raises(ParameterError, match="batch_sizes"):
+        study.check_batch_sizes(s, train_images=128)
+    assert study.check_batch_sizes(s, train_images=256) == 256
+    assert study.check_batch_sizes({**s, "train_subset": 300}, train_images=1000) == 300
+
+
+def test_ceilings_are_the_diagnostics_of_equal_similarities():
+    for n in (2, 5, 16):
+        z = torch.ones(n, 3, dtype=torch.float64)  # every cosine similarity is 1
+        measured = dict(zip(("info_nce", "grad_scale", "negative_entropy"), nce_diagnostics(z, z, 0.1).tolist()))
+        for key, value in study.ceilings(n).items():
+            assert math.isclose(measured[key], value, rel_tol=1e-12), key
+
+
+def test_gradient_identity_holds_to_rounding_for_any_temperature():
+    for tau in (0.05, 0.1, 1.0):
+        assert study.gradient_identity_error(temperature=tau, seed=3) < 1e-12
+
+
+def fake_runs(effect_by_batch: dict, seeds: int = 4, noise: float = 0.5) -> pd.DataFrame:
+    """A runs frame with InfoNCE at 50% and FlatNCE at 50% + effect points, plus seeded noise."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for b, effect in effect_by_batch.items():
+        for loss, shift in (("infonce", 0.0), ("flatnce", effect)):
+            for seed in range(seeds):
+                acc = (50 + shift + noise * rng.standard_normal()) / 100
+                rows.append(dict(run_id=f"{b}{loss}{seed}", status="ok", loss=loss, batch_size=b, seed=seed,
+                                 knn_top1=acc, probe_top1=acc, info_nce_final=math.log(2 * b - 1) - 0.5,
+                                 info_nce_ceiling=math.log(2 * b - 1), grad_scale_final=1 - math.exp(0.5 - math.log(2 * b - 1)),
+                                 negative_entropy_final=math.log(2 * b - 2), steps=1000 // b, lr=0.1, train_s=1.0))
+    return pd.DataFrame(rows)
+
+
+def test_analysis_differences_are_flatnce_minus_infonce_with_welch_tests():
+    runs = fake_runs({16: 4.0, 64: 1.0})
+    s = study.resolve({**PARAMETERS, "batch_sizes": [16, 64]})
+    out = study.analyze(runs, s)
+    assert len(out["cells"]) == 4 and set(out["cells"].runs) == {4}
+    for r in out["comparison"].itertuples():
+        here = runs[runs.batch_size == r.batch_size]
+        flat = 100 * here[here.loss == "flatnce"].probe_top1.to_numpy()
+        info = 100 * here[here.loss == "infonce"].probe_top1.to_numpy()
+        assert r.probe_diff == pytest.approx(flat.mean() - info.mean())
+        assert r.probe_welch_p == pytest.approx(stats.welch_t_test(flat, info).p_value)
+    assert {"loss", "batch_size", "loss:batch_size"} <= set(out["anova"]["probe"].index)
+
+
+def test_a_run_that_is_not_ok_is_left_out_of_the_analysis():
+    runs = fake_runs({16: 4.0, 64: 1.0})
+    runs.loc[0, ["status", "probe_top1", "knn_top1"]] = ["diverged", np.nan, np.nan]
+    out = study.analyze(runs, study.resolve({**PARAMETERS, "batch_sizes": [16, 64]}))
+    assert out["n_not_ok"] == 1 and out["cells"].runs.sum() == len(runs) - 1
+
+
+@pytest.mark.parametrize("effects,expected", [({16: 6.0, 64: 3.0}, "reproduced: higher at every batch size"),
+                                              ({16: -6.0, 64: -3.0}, "not reproduced at this scale: FlatNCE significantly lower")])
+def test_verdicts_follow_the_measured_differences(effects, expected):
+    s = study.resolve({**PARAMETERS, "batch_sizes": [16, 64], "dataset": "cifar10", "profile": "cpu"})
+    out = study.analyze(fake_runs(effects), s)
+    table = study.paper_vs_reproduced(out, s, study.gradient_identity_error())
+    probe = table[table.quantity.str.contains("linear-probe")].iloc[0]
+    assert probe.verdict.startswith(expected)
+    small = table[table.quantity.str.contains("largest at small batches")].iloc[0]
+    assert small.verdict.startswith("reproduced" if effects[16] > effects[64] > 0 else "not reproduced")
+
+
+def test_every_published_number_has_a_row_with_an_evidence_tag():
+    s = study.resolve(PARAMETERS)
+    table = study.paper_vs_reproduced(study.analyze(fake_runs({16: 1.0, 32: 1.0}), s), s, 1e-16)
+    assert list(table.columns) == ["quantity", "ours", "paper", "evidence", "verdict"]
+    text = " ".join(table.paper)
+    for number in ("56.74", "54.62", "56.25", "53.98", "+0.28", "+0.36", "+1.69"):
+        assert number in text
+    assert table.evidence.str.match(r"^\[").all()
+    # measured on shapes, every measured verdict says it is a stand-in
+    measured = table[~table.verdict.isin(["not measured"]) & table.evidence.isin(["[paper]", "[paper]/[ours]"])]
+    assert len(measured) and measured.verdict.str.contains("stand-in").all()
+
+
+def test_runs_and_curves_frames_read_the_records():
+    record = dict(run_id="r1", status="ok", timings={"train_s": 2.0},
+                  config=dict(loss="flatnce", batch_size=32, seed=1),
+                  metrics=dict(knn_top1=0.5, probe_top1=0.6, info_nce_final=3.0, grad_scale_final=0.95, steps=10, lr=0.2,
+                               curves=dict(info_nce=[4.0, 3.0], grad_scale=[0.98, 0.95], negative_entropy=[4.1, 4.0],
+                                           lr=[0.2, 0.0])))
+    runs = study.runs_frame([record])
+    assert runs.iloc[0].negative_entropy_final == 4.0 and runs.iloc[0].info_nce_ceiling == pytest.approx(math.log(63))
+    curves = study.curves_frame([record])
+    assert len(curves) == 8 and set(curves.epoch) == {1, 2}
+    assert curves[(curves.metric == "info_nce") & (curves.epoch == 2)].value.item() == 3.0
+
+
+# --------------------------------------------------- the benchmark's SimCLR row (lib.bench, last section)
+
+
+def test_bench_simclr_rows_cover_the_widths_with_speedups_over_width_1():
+    from lib.bench import SIMCLR_WIDTHS, simclr_width_rates
+
+    x = torch.randint(0, 256, (4, 3, 32, 32), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+    rows = simclr_width_rates(x, repeat=1, batch=4)
+    assert [r["width"] for r in rows] == list(SIMCLR_WIDTHS) and rows[0]["speedup"] == 1.0
+    for r in rows:
+        assert r["batch"] == 4 and r["images_per_s"] > 0
+        assert r["speedup"] == pytest.approx(r["images_per_s"] / rows[0]["images_per_s"])
+        # convolutions dominate and scale as width^2 (the stem and the heads less): FLOPs track it
+        assert 0.7 * r["width"] ** 2 <= r["gflop_per_image"] / rows[0]["gflop_per_image"] <= 1.3 * r["width"] ** 2
