@@ -16,6 +16,7 @@ from lib import params, stats
 from lib.batched import train_cff_seeds
 from lib.cff import cff_config
 from lib.data import DATASETS
+from lib.losses import MARGIN_MODES, STABILIZERS
 
 # Training settings every CFF study's profiles set; a notebook parameter left as None takes the
 # profile's value.
@@ -40,6 +41,15 @@ def check_dataset(s: dict, p: dict, profiles: dict) -> None:
         s["dataset_options"] = {}  # the profile's options belong to the profile's dataset
     if not isinstance(s["dataset_options"], dict) or (s["dataset"] != "shapes" and s["dataset_options"]):
         params.fail("dataset_options", s["dataset_options"], "a dict of lib.data.load_dataset options ({} unless shapes)")
+
+
+def check_arms(s: dict, p: dict) -> None:
+    """Check the clamp-against-subtract design of studies 2 and 3: seeds per arm, margin modes, stabiliser."""
+    params.integer("seeds", s["seeds"], 2)  # a variance needs two runs per arm
+    s["margin_modes"] = params.choices("margin_modes", p.get("margin_modes"), MARGIN_MODES)
+    if not {"clamp", "subtract"} <= set(s["margin_modes"]):
+        params.fail("margin_modes", s["margin_modes"], "a list holding at least clamp and subtract (the VR's two arms)")
+    s["stabilizer"] = params.choice("stabilizer", p.get("stabilizer"), STABILIZERS)
 
 
 def check_training(s: dict, p: dict) -> None:

@@ -23,7 +23,6 @@ from lib import params
 from lib.cff import get_dataset
 from lib.data import DatasetNotFoundError
 from lib.diagnostics import expected_positive_pair_density
-from lib.losses import MARGIN_MODES, STABILIZERS
 from lib.studies import common
 
 STUDY = "02_cross_dataset_reversal"
@@ -81,11 +80,7 @@ def resolve(p: dict) -> dict:
     s["skip_missing"] = params.flag("skip_missing", s["skip_missing"])
     if not isinstance(s["shapes_options"], dict) or not set(s["shapes_options"]) <= {"n_train", "n_test", "seed"}:
         params.fail("shapes_options", s["shapes_options"], "a dict with any of n_train, n_test, seed")
-    params.integer("seeds", s["seeds"], 2)  # a variance needs two runs per arm
-    s["margin_modes"] = params.choices("margin_modes", p.get("margin_modes"), MARGIN_MODES)
-    if not {"clamp", "subtract"} <= set(s["margin_modes"]):
-        params.fail("margin_modes", s["margin_modes"], "a list holding at least clamp and subtract (the VR's two arms)")
-    s["stabilizer"] = params.choice("stabilizer", p.get("stabilizer"), STABILIZERS)
+    common.check_arms(s, p)
     common.check_training(s, p)
     plan(s)  # every run config goes through cff_config once here, so a bad combination fails now
     return s

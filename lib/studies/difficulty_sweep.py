@@ -24,7 +24,6 @@ from scipy import stats as st
 
 from lib import params
 from lib.augment import DISTORTION_LEVELS
-from lib.losses import MARGIN_MODES, STABILIZERS
 from lib.studies import common
 
 STUDY = "03_difficulty_sweep"
@@ -71,11 +70,7 @@ def resolve(p: dict) -> dict:
                 params.fail("levels", levels, "difficulties in [0, 1]")
         levels = [float(level) for level in levels]
     s["levels"] = sorted(levels)
-    params.integer("seeds", s["seeds"], 2)  # a variance needs two runs per arm
-    s["margin_modes"] = params.choices("margin_modes", p.get("margin_modes"), MARGIN_MODES)
-    if not {"clamp", "subtract"} <= set(s["margin_modes"]):
-        params.fail("margin_modes", s["margin_modes"], "a list holding at least clamp and subtract (the VR's two arms)")
-    s["stabilizer"] = params.choice("stabilizer", p.get("stabilizer"), STABILIZERS)
+    common.check_arms(s, p)
     common.check_training(s, p)
     plan(s)  # every run config goes through cff_config once here, so a bad combination fails now
     return s
