@@ -3,13 +3,16 @@
     python -m lib.bench            # the full table (about 15 minutes on 2 cores)
     python -m lib.bench --quick    # fewer repetitions (about 3 minutes)
     python -m lib.bench --json bench.json
+    python -m lib.bench --notebooks smoke   # only: each notebook's wall time against its profile's budget
 
 Rows: this machine's fp32 matmul rate; the CFF training step at the paper's config (E=128, H=4,
 L=8, patch 4, two views) as images/s, model FLOPs per image (torch.utils.flop_counter), GFLOP/s
 and the fraction of the matmul rate; the library's batched augmentation against torchvision's PIL
 pipeline; the data share of a step; the linear probe's share of a `cpu`-profile run; seeds run
 in parallel processes against one at a time; and, last, the SimCLR training step of studies 4-5
-(ResNet-18 with the CIFAR stem, batch 256, two views) at widths 1, 0.5 and 0.25.
+(ResNet-18 with the CIFAR stem, batch 256, two views) at widths 1, 0.5 and 0.25. With
+``--notebooks PROFILE`` it instead executes every notebook at that profile (into a temporary
+folder) and prints its wall time against the profile's budget (README, Profiles).
 """
 from __future__ import annotations
 
@@ -197,12 +200,37 @@ def simclr_width_rates(x_uint8: torch.Tensor, *, repeat: int, batch: int = 256) 
     return [dict(r, speedup=r["images_per_s"] / rows[0]["images_per_s"]) for r in rows]
 
 
+NOTEBOOK_BUDGET_S = {"smoke": 60, "quick": 15 * 60 / 6}  # per notebook: quick's 15 min is for all six
+
+
+def notebook_times(profile: str) -> list[dict]:
+    """Each notebook executed with papermill at ``profile`` into a temporary results folder: its wall time."""
+    import tempfile
+
+    from lib.run_all import notebooks, render
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for nb in notebooks():
+            t0 = time.perf_counter()
+            render(nb, profile=profile, results_dir=tmp, output_dir=Path(tmp) / "notebooks")
+            rows.append(dict(notebook=nb.stem, seconds=time.perf_counter() - t0))
+            print(f"{nb.stem} [{profile}]: {rows[-1]['seconds']:.0f} s = "
+                  f"{rows[-1]['seconds'] / NOTEBOOK_BUDGET_S[profile]:.2f} of its {NOTEBOOK_BUDGET_S[profile]:.0f} s budget",
+                  flush=True)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer repetitions: about three minutes")
     parser.add_argument("--json", type=Path, help="also write the headline figures to this JSON file")
     parser.add_argument("--data-root", help="folder with cifar10.npz (else $DATA_ROOT; else procedural images)")
+    parser.add_argument("--notebooks", choices=sorted(NOTEBOOK_BUDGET_S), help="only time every notebook at this profile")
     args = parser.parse_args(argv)
+    if args.notebooks:
+        notebook_times(args.notebooks)
+        return 0
     import tempfile
 
     repeat = 2 if args.quick else 5

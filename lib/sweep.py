@@ -5,7 +5,8 @@ loses only the runs in flight, and running it again does exactly what is missing
 
 On the CPU, runs go to a pool of processes with the cores divided among them. On a GPU, a
 ``batched_fn`` (e.g. ``lib.batched.train_cff_seeds``) trains the seeds of each cell as one stacked
-model: the paper's model is far too small to fill a GPU on its own.
+model: the paper's model is far too small to fill a GPU on its own. :class:`RecordRun` is the same
+run-and-record step as one task of a Slurm array (``lib.dispatch``).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from typing import Callable
 
+import submitit
 import torch
 from tqdm import tqdm  # plain bar: disable=None hides it off a terminal, e.g. under papermill
 
@@ -24,7 +26,7 @@ from lib.rerun import rerun_command, train_function_name
 from lib.results import ResultsStore, utc_now
 
 
-def _run_one(train_fn: Callable, config: dict, data_root: str | None,
+def run_one(train_fn: Callable, config: dict, data_root: str | None,
              device: str = "cpu") -> tuple[str, dict, dict, str | None]:
     """Run one config; never raises, so one broken run cannot take down a sweep."""
     started_at = utc_now()
@@ -64,9 +66,37 @@ def _run_cell(batched_fn: Callable, train_fn: Callable, cell: list[dict], data_r
     except Exception:
         results = None
     if results is None:
-        return [_run_one(train_fn, c, data_root, device) for c in cell]
+        return [run_one(train_fn, c, data_root, device) for c in cell]
     wall_s = (time.perf_counter() - t0) / len(cell)
     return [_outcome(m, started_at, wall_s) for m in results]
+
+
+def record_run(store: ResultsStore, train_fn: Callable, config: dict, outcome: tuple, data_root: str | None) -> dict:
+    """Write one run's record: its outcome (from :func:`run_one`) and the command that re-runs it."""
+    status, metrics, timings, error = outcome
+    provenance = {"train": train_function_name(train_fn), "rerun": rerun_command(train_fn, config, data_root)}
+    return store.write(config, seed=config["seed"], dataset=config["dataset"], status=status,
+                       metrics=metrics, timings=timings, error=error, extra=provenance)
+
+
+class RecordRun(submitit.helpers.Checkpointable):
+    """One array task: train one config and write its record, unless it is recorded already.
+
+    Checkpointable: on preemption or at the time limit submitit calls ``checkpoint``, which
+    resubmits this same call, so the run is requeued and starts over.
+    """
+
+    def __init__(self, store: ResultsStore, train_fn: Callable, data_root: str | None, device: str, threads: int):
+        self.store, self.train_fn, self.data_root = store, train_fn, data_root
+        self.device, self.threads = device, threads
+
+    def __call__(self, config: dict) -> str:
+        if self.store.is_finished(config):  # a requeued or duplicate task whose run was recorded meanwhile
+            return "recorded"
+        torch.set_num_threads(self.threads)
+        outcome = run_one(self.train_fn, config, self.data_root, self.device)
+        record_run(self.store, self.train_fn, config, outcome, self.data_root)
+        return outcome[0]
 
 
 def _init_worker(threads: int) -> None:
@@ -90,10 +120,7 @@ def run_sweep(store: ResultsStore, configs: list[dict], train_fn: Callable, *, w
     bar = tqdm(total=len(todo), desc=f"{store.study} [{store.profile}]", disable=None if progress is None else not progress)
 
     def record(config, outcome):
-        status, metrics, timings, error = outcome
-        provenance = {"train": train_function_name(train_fn), "rerun": rerun_command(train_fn, config, data_root)}
-        store.write(config, seed=config["seed"], dataset=config["dataset"], status=status,
-                    metrics=metrics, timings=timings, error=error, extra=provenance)
+        record_run(store, train_fn, config, outcome, data_root)
         bar.update()
 
     if batched_fn is not None:
@@ -102,12 +129,12 @@ def run_sweep(store: ResultsStore, configs: list[dict], train_fn: Callable, *, w
                 record(config, outcome)
     elif workers == 1 or len(todo) <= 1:
         for config in todo:
-            record(config, _run_one(train_fn, config, data_root))
+            record(config, run_one(train_fn, config, data_root))
     else:
         threads = max(1, (os.cpu_count() or 1) // workers)
         with ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_init_worker,
                                  initargs=(threads,)) as pool:
-            futures = {pool.submit(_run_one, train_fn, c, data_root): c for c in todo}
+            futures = {pool.submit(run_one, train_fn, c, data_root): c for c in todo}
             for future in as_completed(futures):
                 record(futures[future], future.result())
     bar.close()

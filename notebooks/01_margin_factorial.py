@@ -67,7 +67,6 @@ from IPython.display import Markdown, display
 from lib import PROJECT_ROOT
 from lib.cff import get_dataset, train_cff
 from lib.results import ResultsStore
-from lib.studies import common
 from lib.studies import margin_factorial as study
 from lib.sweep import run_sweep
 
@@ -86,10 +85,11 @@ display(Markdown(
 
 # %% [markdown]
 # ## Runs
-# Runs with a finished record are skipped, so an interrupted sweep resumes where it stopped.
+# Runs with a finished record are skipped, so an interrupted sweep resumes where it stopped. To run them elsewhere first, in a process pool or as a Slurm array, use
+# `python -m lib.dispatch 01 --profile <profile>` (`--backend slurm`, see the README): this cell then only collects.
 
 # %%
-records = run_sweep(store, configs, train_cff, data_root=data_root, **common.sweep_options(settings))
+records = run_sweep(store, configs, train_cff, data_root=data_root, **study.sweep_options(settings))
 table_path = store.write_table()
 runs = study.runs_frame(records)
 curves = study.curves_frame(records)

@@ -107,10 +107,11 @@ for entry, message in skipped.items():
 
 # %% [markdown]
 # ## Runs
-# Runs with a finished record are skipped, so an interrupted sweep resumes where it stopped.
+# Runs with a finished record are skipped, so an interrupted sweep resumes where it stopped. To run them elsewhere first, in a process pool or as a Slurm array, use
+# `python -m lib.dispatch 02 --profile <profile>` (`--backend slurm`, see the README): this cell then only collects.
 
 # %%
-records = run_sweep(store, configs, train_cff, data_root=data_root, **common.sweep_options(settings))
+records = run_sweep(store, configs, train_cff, data_root=data_root, **study.sweep_options(settings))
 table_path = store.write_table()
 runs = study.runs_frame(records)
 failed = runs[runs.status != "ok"]

@@ -245,10 +245,12 @@ plt.show()
 # mode) and on the test set (eval mode, BatchNorm statistics re-estimated); `spread_last_epoch`: √d × the mean per-dimension std of
 # z/‖z‖ over a batch, SimSiam's collapse monitor (1 = spread over the sphere, 0 = collapsed);
 # `class_norm_count_rho`: Spearman ρ of the per-class training-set norm with the class's image count.
-# Runs with a finished record are skipped, so an interrupted sweep resumes where it stopped.
+# Runs with a finished record are skipped, so an interrupted sweep resumes where it stopped. To run them
+# elsewhere first, in a process pool or as a Slurm array, use
+# `python -m lib.dispatch 04 --profile <profile>` (`--backend slurm`, see the README): this cell then only collects.
 
 # %%
-records = run_sweep(store, configs, train_norms, workers=settings["workers"], force=settings["force"], data_root=data_root)
+records = run_sweep(store, configs, train_norms, data_root=data_root, **study.sweep_options(settings))
 table_path = store.write_table()
 runs = study.runs_frame(records)
 failed = runs[runs.status != "ok"]

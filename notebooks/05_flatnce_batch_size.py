@@ -119,7 +119,8 @@ if settings["profile"] != "paper":
 
 # %% [markdown]
 # ## Runs
-# Runs with a finished record are skipped, so an interrupted sweep resumes where it stopped.
+# Runs with a finished record are skipped, so an interrupted sweep resumes where it stopped. To run them elsewhere first, in a process pool or as a Slurm array, use
+# `python -m lib.dispatch 05 --profile <profile>` (`--backend slurm`, see the README): this cell then only collects.
 
 # %%
 records = run_sweep(store, configs, train_simclr, data_root=data_root, **study.sweep_options(settings))

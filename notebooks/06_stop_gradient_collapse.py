@@ -98,10 +98,11 @@ display(Markdown(
 # %% [markdown]
 # ## Runs
 # One record per (experiment, mode, r, seed). Runs with a finished record are skipped, so an interrupted sweep
-# resumes where it stopped.
+# resumes where it stopped. To run them elsewhere first, in a process pool or as a Slurm array, use
+# `python -m lib.dispatch 06 --profile <profile>` (`--backend slurm`, see the README): this cell then only collects.
 
 # %%
-records = run_sweep(store, configs, study.run, force=settings["force"], data_root=data_root)
+records = run_sweep(store, configs, study.run, data_root=data_root, **study.sweep_options(settings))
 table_path = store.write_table()
 runs = study.runs_frame(records)
 curves = study.curves_frame(records)

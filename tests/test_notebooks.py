@@ -1,5 +1,4 @@
 """Every notebook runs under papermill with the smoke profile, and bad parameters fail first."""
-import time
 
 import jupytext
 import nbformat
@@ -39,11 +38,9 @@ def test_jupytext_pair_is_in_sync(path):
 
 def test_notebook_01_smoke_writes_records_and_tables(tmp_path):
     out = tmp_path / "01.ipynb"
-    t0 = time.perf_counter()
     papermill.execute_notebook(str(PROJECT_ROOT / "notebooks" / "01_margin_factorial.ipynb"), str(out),
                                parameters={"profile": "smoke", "results_dir": str(tmp_path)},
                                cwd=str(PROJECT_ROOT), kernel_name="python3", progress_bar=False)
-    elapsed = time.perf_counter() - t0
     runs = list((tmp_path / "runs" / margin_factorial.STUDY / "smoke").glob("*.json"))
     settings = margin_factorial.resolve({**_defaults(), "profile": "smoke"})
     assert len(runs) == len(margin_factorial.plan(settings))
@@ -51,7 +48,6 @@ def test_notebook_01_smoke_writes_records_and_tables(tmp_path):
     assert len(table) == len(runs) and set(table.status) == {"ok"}
     verdicts = pd.read_csv(tmp_path / "tables" / f"{margin_factorial.STUDY}_smoke_paper_vs_reproduced.csv")
     assert {"quantity", "ours", "paper", "evidence", "verdict"} <= set(verdicts.columns)
-    assert elapsed < 120, f"smoke run took {elapsed:.0f} s (budget 60 s on an idle machine)"
 
 
 def _defaults() -> dict:
@@ -95,10 +91,8 @@ def _parameters_06() -> dict:
 
 def test_notebook_06_smoke_writes_records_and_tables(tmp_path):
     out = tmp_path / "06.ipynb"
-    t0 = time.perf_counter()
     papermill.execute_notebook(str(NOTEBOOK_06), str(out), parameters={"profile": "smoke", "results_dir": str(tmp_path)},
                                cwd=str(PROJECT_ROOT), kernel_name="python3", progress_bar=False)
-    elapsed = time.perf_counter() - t0
     runs = list((tmp_path / "runs" / stop_gradient.STUDY / "smoke").glob("*.json"))
     settings = stop_gradient.resolve({**_parameters_06(), "profile": "smoke"})
     assert len(runs) == len(stop_gradient.plan(settings))
@@ -109,7 +103,6 @@ def test_notebook_06_smoke_writes_records_and_tables(tmp_path):
     assert {"quantity", "ours", "paper", "evidence", "verdict"} <= set(verdicts.columns) and len(verdicts) > 1
     for name in ("rates", "w2_spectrum", "teacher_student", "real"):
         assert (tmp_path / "tables" / f"{stop_gradient.STUDY}_smoke_{name}.csv").exists()
-    assert elapsed < 60, f"smoke run of notebook 06 took {elapsed:.0f} s (budget 60 s)"
 
 
 @pytest.mark.parametrize("name,value", [("profile", "huge"), ("r_values", [0.2, 1.0]), ("r_values", [0.03]),
@@ -149,11 +142,9 @@ def _parameters_cell(name: str) -> dict:
                                                ("03_difficulty_sweep", ["per_level"])])
 def test_notebooks_02_03_smoke_write_records_and_tables(tmp_path, name, extra_tables):
     study = STUDIES_2_3[name]
-    t0 = time.perf_counter()
     papermill.execute_notebook(str(PROJECT_ROOT / "notebooks" / f"{name}.ipynb"), str(tmp_path / "out.ipynb"),
                                parameters={"profile": "smoke", "results_dir": str(tmp_path)},
                                cwd=str(PROJECT_ROOT), kernel_name="python3", progress_bar=False)
-    elapsed = time.perf_counter() - t0
     runs = list((tmp_path / "runs" / study.STUDY / "smoke").glob("*.json"))
     assert len(runs) == len(study.plan(study.resolve({**_parameters_cell(name), "profile": "smoke"})))
     table = pd.read_csv(tmp_path / "tables" / f"{study.STUDY}_smoke.csv")
@@ -162,7 +153,6 @@ def test_notebooks_02_03_smoke_write_records_and_tables(tmp_path, name, extra_ta
         assert len(pd.read_csv(tmp_path / "tables" / f"{study.STUDY}_smoke_{extra}.csv")) >= 2
     verdicts = pd.read_csv(tmp_path / "tables" / f"{study.STUDY}_smoke_paper_vs_reproduced.csv")
     assert {"quantity", "ours", "paper", "evidence", "verdict"} <= set(verdicts.columns) and len(verdicts) >= 4
-    assert elapsed < 120, f"smoke run took {elapsed:.0f} s (budget 60 s on an idle machine)"
 
 
 @pytest.mark.parametrize("name,value", [("datasets", ["cifar10", "imagenet"]), ("datasets", []), ("seeds", 1),
@@ -215,11 +205,9 @@ NOTEBOOK_04 = "04_embedding_norms"
 
 
 def test_notebook_04_smoke_writes_records_and_tables(tmp_path):
-    t0 = time.perf_counter()
     papermill.execute_notebook(str(PROJECT_ROOT / "notebooks" / f"{NOTEBOOK_04}.ipynb"), str(tmp_path / "04.ipynb"),
                                parameters={"profile": "smoke", "results_dir": str(tmp_path)},
                                cwd=str(PROJECT_ROOT), kernel_name="python3", progress_bar=False)
-    elapsed = time.perf_counter() - t0
     settings = embedding_norms.resolve({**_parameters_cell(NOTEBOOK_04), "profile": "smoke"})
     runs = list((tmp_path / "runs" / embedding_norms.STUDY / "smoke").glob("*.json"))
     assert len(runs) == len(embedding_norms.plan(settings))
@@ -233,7 +221,6 @@ def test_notebook_04_smoke_writes_records_and_tables(tmp_path):
     nb = nbformat.read(tmp_path / "04.ipynb", as_version=4)
     key = [c for c in nb.cells if "key-figure" in c.metadata.get("tags", [])]
     assert len(key) == 1 and any("image/png" in o.get("data", {}) for o in key[0].outputs)
-    assert elapsed < 60, f"smoke run of notebook 04 took {elapsed:.0f} s (budget 60 s)"
 
 
 @pytest.mark.parametrize("name,value", [("profile", "huge"), ("radii", [1.0]), ("radii", [1.0, -2.0]), ("pairs", 1),
@@ -266,11 +253,9 @@ NOTEBOOK_05 = "05_flatnce_batch_size"
 
 
 def test_notebook_05_smoke_writes_records_and_tables(tmp_path):
-    t0 = time.perf_counter()
     papermill.execute_notebook(str(PROJECT_ROOT / "notebooks" / f"{NOTEBOOK_05}.ipynb"), str(tmp_path / "out.ipynb"),
                                parameters={"profile": "smoke", "results_dir": str(tmp_path)},
                                cwd=str(PROJECT_ROOT), kernel_name="python3", progress_bar=False)
-    elapsed = time.perf_counter() - t0
     settings = flatnce_batch.resolve({**_parameters_cell(NOTEBOOK_05), "profile": "smoke"})
     runs = list((tmp_path / "runs" / flatnce_batch.STUDY / "smoke").glob("*.json"))
     assert len(runs) == len(flatnce_batch.plan(settings))
@@ -289,7 +274,6 @@ def test_notebook_05_smoke_writes_records_and_tables(tmp_path):
     executed = nbformat.read(tmp_path / "out.ipynb", as_version=4)
     key = [c for c in executed.cells if "key-figure" in c.metadata.get("tags", [])]
     assert len(key) == 1 and any("image/png" in o.get("data", {}) for o in key[0].outputs)
-    assert elapsed < 60, f"smoke run of notebook 05 took {elapsed:.0f} s (budget 60 s)"
 
 
 @pytest.mark.parametrize("name,value", [("profile", "huge"), ("batch_sizes", [16, 1]), ("batch_sizes", []),

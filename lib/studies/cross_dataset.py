@@ -24,6 +24,7 @@ from lib.cff import get_dataset
 from lib.data import DatasetNotFoundError
 from lib.diagnostics import expected_positive_pair_density
 from lib.studies import common
+from lib.studies.common import sweep_options  # noqa: F401  (run_sweep's options: part of every study's interface)
 
 STUDY = "02_cross_dataset_reversal"
 

@@ -25,6 +25,7 @@ from scipy import stats as st
 from lib import params
 from lib.augment import DISTORTION_LEVELS
 from lib.studies import common
+from lib.studies.common import sweep_options  # noqa: F401  (run_sweep's options: part of every study's interface)
 
 STUDY = "03_difficulty_sweep"
 KNOBS = ("aug_level", "difficulty")

@@ -235,6 +235,11 @@ def _num_classes(dataset: str, options: dict) -> int:
     return options.get("num_classes", 10) if dataset == "shapes" else {"cifar100": 100}.get(dataset, 10)
 
 
+def sweep_options(s: dict) -> dict:
+    """run_sweep's keyword arguments: parallel processes (the device is part of each config)."""
+    return {"workers": s["workers"], "force": s["force"]}
+
+
 def plan(s: dict) -> list[dict]:
     """The run configs: methods x (balanced interventions + imbalanced interventions) x seeds.
 

@@ -97,6 +97,11 @@ def _r_values(values, samples_per_class: int) -> list[float]:
 # --------------------------------------------------------------------------- plan
 
 
+def sweep_options(s: dict) -> dict:
+    """run_sweep's keyword arguments: one process (each run takes seconds)."""
+    return {"force": s["force"]}
+
+
 def plan(s: dict) -> list[dict]:
     """The run configs: embedding, head (sg, no_sg, slow-head sg), teacher-student, real data; x r x seeds."""
     synthetic = dict(num_classes=s["num_classes"], dim=s["dim"], samples_per_class=s["samples_per_class"],

@@ -1,0 +1,269 @@
+"""Run a study's plan here or on a Slurm cluster; the notebook then only collects and analyses.
+
+    python -m lib.dispatch 01 --profile cpu --data-root ../shared/data             # a process pool here
+    python -m lib.dispatch 02 --profile cpu -p seeds 10 --dry-run                   # show the plan, run nothing
+    python -m lib.dispatch 01 --profile paper --backend slurm --partition gpu \\
+        --gpus-per-node 1 --max-parallel 20 --timeout-min 120                       # one array task per run
+    python -m lib.run_all --only 01 --profile paper                                 # then: collect, analyse, render
+
+A study's *plan* is every run its notebook's parameters imply (the notebook's defaults, the
+profile, and ``-p name value`` overrides, as papermill would pass them), minus the runs that
+already have a finished record. The plan is checked by the notebook's own validator, so a bad
+value fails here, before anything is submitted. Re-submitting after any failure (a crashed run,
+a killed pool, a cancelled array) runs exactly what is missing.
+
+Backends:
+
+- ``local``: a process pool sized to the machine (``lib.sweep.run_sweep``), the cores divided
+  among the processes so that their threads do not fight.
+- ``slurm``: one Slurm array task per run through submitit, at most ``--max-parallel`` at once.
+  A run that is preempted or reaches its time limit is requeued and starts over (a run writes its
+  record only when it ends). Each task writes its own record atomically into the shared results
+  folder. ``--submitit-cluster local`` runs the same path with submitit's local executor, on
+  this machine (the tests use it); it has no array throttle, so there the runs go in waves of
+  ``--max-parallel``.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Callable
+
+import papermill
+import submitit
+
+from lib import PROJECT_ROOT
+from lib.cff import train_cff
+from lib.norms import train_norms
+from lib.params import PROFILE_NAMES, ParameterError
+from lib.results import FINISHED_STATUSES, ResultsStore
+from lib.ssl import train_simclr
+from lib.studies import (cross_dataset, difficulty_sweep, embedding_norms, flatnce_batch, margin_factorial,
+                         stop_gradient)
+from lib.sweep import RecordRun, run_sweep
+
+BACKENDS = ("local", "slurm")
+SUBMITIT_CLUSTERS = ("slurm", "local")
+
+
+@dataclass(frozen=True)
+class Study:
+    """What the dispatcher needs of one notebook: its study module and the function that trains one run."""
+
+    notebook: str  # file stem under notebooks/
+    module: ModuleType  # resolve(p) -> settings, plan(settings) -> configs, sweep_options(settings), STUDY
+    train_fn: Callable[..., dict]
+    check_data: Callable | None = None  # check_data(settings, data_root): loads the data, may narrow the plan
+
+
+STUDIES = {
+    "01": Study("01_margin_factorial", margin_factorial, train_cff),
+    "02": Study("02_cross_dataset_reversal", cross_dataset, train_cff, cross_dataset.check_data),
+    "03": Study("03_difficulty_sweep", difficulty_sweep, train_cff),
+    "04": Study("04_embedding_norms", embedding_norms, train_norms),
+    "05": Study("05_flatnce_batch_size", flatnce_batch, train_simclr),
+    "06": Study("06_stop_gradient_collapse", stop_gradient, stop_gradient.run),
+}
+
+
+def find_study(name: str) -> Study:
+    """The study named by its number (``01``), its notebook (``01_margin_factorial``) or its study name."""
+    for key, study in STUDIES.items():
+        if name in (key, study.notebook, study.module.STUDY):
+            return study
+    raise ParameterError(f"study={name!r} is not allowed: one of {', '.join(STUDIES)} "
+                         f"(or a notebook name: {', '.join(s.notebook for s in STUDIES.values())})")
+
+
+def notebook_defaults(study: Study) -> dict:
+    """The notebook's ``parameters`` cell as a dict of values (papermill reads it; every default is a literal)."""
+    inspected = papermill.inspect_notebook(str(PROJECT_ROOT / "notebooks" / f"{study.notebook}.ipynb"))
+    return {name: ast.literal_eval(p["default"]) for name, p in inspected.items()}
+
+
+@dataclass
+class Plan:
+    """The runs a study's parameters imply, and those of them still to run."""
+
+    study: Study
+    settings: dict  # the notebook's checked settings (study.module.resolve)
+    store: ResultsStore
+    configs: list[dict]  # every run, in the notebook's order
+    missing: list[dict] = field(default_factory=list)  # runs without a finished record (all with force)
+    data_root: str | None = None
+
+    @property
+    def train_fn(self) -> Callable[..., dict]:
+        return self.study.train_fn
+
+    def summary(self) -> str:
+        return (f"{self.study.notebook} [{self.store.profile}]: {len(self.configs)} runs, "
+                f"{len(self.configs) - len(self.missing)} recorded, {len(self.missing)} to run")
+
+
+def make_plan(study: str | Study, *, profile: str = "quick", parameters: dict | None = None,
+              data_root: str | None = None, results_dir: str = "results") -> Plan:
+    """Check a study's parameters as its notebook would and list its runs (no training happens here)."""
+    study = study if isinstance(study, Study) else find_study(study)
+    if profile not in PROFILE_NAMES:
+        raise ParameterError(f"profile={profile!r} is not allowed: one of {', '.join(PROFILE_NAMES)}")
+    defaults = notebook_defaults(study)
+    reserved = sorted({"profile", "data_root", "results_dir"} & set(parameters or {}))
+    if reserved:
+        raise ParameterError(f"parameter {reserved[0]} is set by its own argument (profile=, data_root=, results_dir=)")
+    unknown = sorted(set(parameters or {}) - set(defaults))
+    if unknown:
+        raise ParameterError(f"{study.notebook} has no parameter {', '.join(unknown)}; "
+                             f"its parameters: {', '.join(sorted(defaults))}")
+    p = {**defaults, **(parameters or {}), "profile": profile, "data_root": data_root, "results_dir": results_dir}
+    settings = study.module.resolve(p)
+    if study.check_data is not None:
+        study.check_data(settings, data_root)
+    configs = study.module.plan(settings)
+    store = ResultsStore(PROJECT_ROOT / results_dir, study.module.STUDY, settings["profile"])
+    unique = {store.run_id(c): c for c in configs}
+    missing = [c for c in unique.values() if settings.get("force") or not store.is_finished(c)]
+    return Plan(study, settings, store, configs, missing, data_root)
+
+
+# ------------------------------------------------------------------------------- local
+
+
+def run_local(plan: Plan, *, workers: int | None = None) -> list[dict]:
+    """The missing runs in a process pool of ``workers`` (default: the study's setting, else one per core)."""
+    options = plan.study.module.sweep_options(plan.settings)
+    if workers is not None:
+        options["workers"] = workers
+    elif options.get("workers", 1) == 1 and "batched_fn" not in options:
+        options["workers"] = max(1, min(os.cpu_count() or 1, len(plan.missing)))
+    return run_sweep(plan.store, plan.configs, plan.train_fn, data_root=plan.data_root, **options)
+
+
+# ------------------------------------------------------------------------------- slurm
+
+
+def slurm_executor(folder: Path, *, name: str, cluster: str = "slurm", max_parallel: int = 16,
+                   timeout_min: float = 60, cpus_per_task: int = 1, gpus_per_node: int = 0,
+                   mem_gb: float | None = None, partition: str | None = None,
+                   max_num_timeout: int = 3, signal_delay_s: int = 90) -> submitit.Executor:
+    """A submitit executor for one array of runs (``cluster='local'``: submitit's local executor)."""
+    if cluster not in SUBMITIT_CLUSTERS:
+        raise ParameterError(f"submitit cluster={cluster!r} is not allowed: one of {', '.join(SUBMITIT_CLUSTERS)}")
+    for arg, value in (("max_parallel", max_parallel), ("cpus_per_task", cpus_per_task)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ParameterError(f"{arg}={value!r} is not allowed: an integer >= 1")
+    if not (isinstance(timeout_min, (int, float)) and timeout_min > 0):
+        raise ParameterError(f"timeout_min={timeout_min!r} is not allowed: a number of minutes > 0")
+    if cluster == "local":
+        executor = submitit.LocalExecutor(folder, max_num_timeout=max_num_timeout)
+        executor.update_parameters(timeout_min=timeout_min, signal_delay_s=signal_delay_s, gpus_per_node=gpus_per_node)
+        return executor
+    executor = submitit.SlurmExecutor(folder, max_num_timeout=max_num_timeout)
+    executor.update_parameters(job_name=name, time=max(1, round(timeout_min)), cpus_per_task=cpus_per_task,
+                               array_parallelism=max_parallel, signal_delay_s=signal_delay_s,
+                               **({"gpus_per_node": gpus_per_node} if gpus_per_node else {}),
+                               **({"mem": f"{mem_gb:g}GB"} if mem_gb else {}),
+                               **({"partition": partition} if partition else {}))
+    return executor
+
+
+def submit_slurm(plan: Plan, executor: submitit.Executor, *, max_parallel: int = 16, wait: bool = False,
+                 device: str = "cpu", task: RecordRun | None = None) -> list[submitit.Job]:
+    """Submit the plan's missing runs as one array (``wait``: until every task has ended).
+
+    ``device`` is passed to train functions whose config does not hold it (CFF studies); the
+    thread count of each task is the executor's ``cpus_per_task``.
+    """
+    if not plan.missing:
+        return []
+    on_slurm = isinstance(executor, submitit.SlurmExecutor)
+    threads = int(executor.parameters.get("cpus_per_task", 1)) if on_slurm else 1
+    task = task or RecordRun(plan.store, plan.train_fn, plan.data_root, device, threads)
+    if on_slurm:  # the array's %max_parallel throttle
+        jobs = executor.map_array(task, plan.missing)
+        if wait:
+            for job in jobs:
+                job.wait()
+        return jobs
+    jobs = []  # the local executor runs every job at once: submit in waves instead
+    for start in range(0, len(plan.missing), max_parallel):
+        wave = executor.map_array(task, plan.missing[start:start + max_parallel])
+        for job in wave:
+            job.wait()
+        jobs += wave
+    return jobs
+
+
+# ------------------------------------------------------------------------------- command line
+
+
+def parse_value(text: str):
+    """A ``-p`` value: a Python literal when it is one (``3``, ``[1, 2]``, ``None``), else the string."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("study", help=f"one of {', '.join(STUDIES)} or a notebook name")
+    parser.add_argument("--profile", default="quick", choices=PROFILE_NAMES)
+    parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                        help="a notebook parameter, as papermill's -p")
+    parser.add_argument("--data-root", help="folder of <name>.npz arrays (else $DATA_ROOT, then torchvision's cache)")
+    parser.add_argument("--results-dir", default="results", help="relative to the project root")
+    parser.add_argument("--backend", default="local", choices=BACKENDS)
+    parser.add_argument("--dry-run", action="store_true", help="print the plan and exit")
+    local = parser.add_argument_group("local")
+    local.add_argument("--workers", type=int, help="processes (default: the study's setting, else one per core)")
+    slurm = parser.add_argument_group("slurm")
+    slurm.add_argument("--submitit-cluster", default="slurm", choices=SUBMITIT_CLUSTERS,
+                       help="local: submitit's local executor on this machine, to try the slurm path")
+    slurm.add_argument("--max-parallel", type=int, default=16, help="array tasks running at once")
+    slurm.add_argument("--timeout-min", type=float, default=60, help="time limit of one run; then it is requeued")
+    slurm.add_argument("--partition")
+    slurm.add_argument("--cpus-per-task", type=int, default=4)
+    slurm.add_argument("--gpus-per-node", type=int, default=0)
+    slurm.add_argument("--mem-gb", type=float)
+    slurm.add_argument("--log-dir", help="submitit's folder (default .submitit/<study>_<profile>)")
+    slurm.add_argument("--wait", action="store_true", help="wait until every array task has ended")
+    args = parser.parse_args(argv)
+    data_root = str(Path(args.data_root).resolve()) if args.data_root else None
+    try:
+        plan = make_plan(args.study, profile=args.profile, data_root=data_root, results_dir=args.results_dir,
+                         parameters={name: parse_value(value) for name, value in args.parameter})
+    except ParameterError as err:
+        parser.error(str(err))
+    print(plan.summary(), flush=True)
+    if args.dry_run or not plan.missing:
+        return 0
+    if args.backend == "local":
+        records = run_local(plan, workers=args.workers)
+        failed = sum(r is None or r["status"] not in FINISHED_STATUSES for r in records)
+        print(f"{len(records) - failed} runs recorded, {failed} failed (re-run this command to retry them)")
+        return 1 if failed else 0
+    name = f"{plan.study.notebook}_{plan.store.profile}"
+    folder = Path(args.log_dir) if args.log_dir else PROJECT_ROOT / ".submitit" / name
+    executor = slurm_executor(folder, name=name, cluster=args.submitit_cluster, max_parallel=args.max_parallel,
+                              timeout_min=args.timeout_min, cpus_per_task=args.cpus_per_task,
+                              gpus_per_node=args.gpus_per_node, mem_gb=args.mem_gb, partition=args.partition)
+    jobs = submit_slurm(plan, executor, max_parallel=args.max_parallel, wait=args.wait,
+                        device="cuda" if args.gpus_per_node else "cpu")
+    print(f"submitted {len(jobs)} runs (first job {jobs[0].job_id}); logs in {folder}. "
+          f"Re-run this command after any failure: it submits exactly what is missing.")
+    if not args.wait:
+        return 0
+    outcomes = Counter(job.result() if job.exception() is None else "crashed" for job in jobs)
+    print(", ".join(f"{n} {outcome}" for outcome, n in sorted(outcomes.items())))
+    return 0 if set(outcomes) <= {*FINISHED_STATUSES, "recorded"} else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
