@@ -7,7 +7,8 @@
 
 Rows: this machine's fp32 matmul rate; the CFF training step at the paper's config (E=128, H=4,
 L=8, patch 4, two views) as images/s, model FLOPs per image (torch.utils.flop_counter), GFLOP/s
-and the fraction of the matmul rate; the library's batched augmentation against torchvision's PIL
+and the fraction of the matmul rate (measured just before and after each step row, as the
+machine's speed drifts); the library's batched augmentation against torchvision's PIL
 pipeline; the data share of a step; the linear probe's share of a `cpu`-profile run; seeds run
 in parallel processes against one at a time; and, last, the SimCLR training step of studies 4-5
 (ResNet-18 with the CIFAR stem, batch 256, two views) at widths 1, 0.5 and 0.25. With
@@ -55,6 +56,17 @@ def timed(fn, *, repeat: int, warmup: int = 1) -> float:
 def matmul_gflops(n: int = 2048, repeat: int = 10) -> float:
     a, b = torch.randn(n, n), torch.randn(n, n)
     return 2 * n**3 / timed(lambda: a @ b, repeat=repeat, warmup=2) / 1e9
+
+
+def beside_matmul(measure) -> dict:
+    """``measure()``'s row with ``matmul_gflops``: the matmul rate taken just before and just after it.
+
+    On a shared host the machine's speed drifts by tens of percent within minutes, so a fraction of
+    the matmul rate is only fair against a rate measured at the same time as the step.
+    """
+    before = matmul_gflops()
+    row = measure()
+    return dict(row, matmul_gflops=(before + matmul_gflops()) / 2)
 
 
 def cifar10(data_root: str | None):
@@ -196,7 +208,8 @@ def simclr_width_rates(x_uint8: torch.Tensor, *, repeat: int, batch: int = 256) 
     Run it last: the step calls :func:`lib.ssl.keep_freed_memory`, which keeps this process's freed
     memory for good, so anything measured after it would run under another allocator policy.
     """
-    rows = [simclr_step_rate(batch=batch, width=width, repeat=repeat, x_uint8=x_uint8) for width in SIMCLR_WIDTHS]
+    rows = [beside_matmul(lambda: simclr_step_rate(batch=batch, width=width, repeat=repeat, x_uint8=x_uint8))
+            for width in SIMCLR_WIDTHS]
     return [dict(r, speedup=r["images_per_s"] / rows[0]["images_per_s"]) for r in rows]
 
 
@@ -240,14 +253,14 @@ def main(argv: list[str] | None = None) -> int:
 
     ds = cifar10(args.data_root)
     print(f"images: {ds.source}", flush=True)
-    step_rows = [cff_step_rate(ds, b, repeat=repeat) for b in (512, 128)]
-    whole = cff_step_rate(ds, 512, repeat=repeat, chunk_tokens=2**62)
+    step_rows = [beside_matmul(lambda: cff_step_rate(ds, b, repeat=repeat)) for b in (512, 128)]
+    whole = beside_matmul(lambda: cff_step_rate(ds, 512, repeat=repeat, chunk_tokens=2**62))
     for r in step_rows:
         print(f"CFF step (E=128, L=8, batch {r['batch']}): {r['images_per_s']:.1f} images/s, "
-              f"{r['gflop_per_image']:.2f} GFLOP/image, {r['gflops']:.0f} GFLOP/s = "
-              f"{r['gflops'] / gflops:.0%} of matmul; data {r['data_share']:.1%} of the step", flush=True)
+              f"{r['gflop_per_image']:.2f} GFLOP/image, {r['gflops']:.0f} GFLOP/s = {r['gflops'] / r['matmul_gflops']:.0%} "
+              f"of the matmul rate beside it ({r['matmul_gflops']:.0f}); data {r['data_share']:.1%} of the step", flush=True)
     print(f"CFF step, batch 512 as one chunk (no cache blocking): {whole['images_per_s']:.1f} images/s = "
-          f"{whole['gflops'] / gflops:.0%} of matmul; chunks of {CHUNK_TOKENS} tokens are "
+          f"{whole['gflops'] / whole['matmul_gflops']:.0%} of matmul; chunks of {CHUNK_TOKENS} tokens are "
           f"{step_rows[0]['images_per_s'] / whole['images_per_s']:.2f}x faster", flush=True)
 
     aug = augmentation_rates(ds.x_train, batches=4 if args.quick else 16)
@@ -269,16 +282,17 @@ def main(argv: list[str] | None = None) -> int:
     for r in simclr:
         print(f"SimCLR step (ResNet-18 CIFAR stem, width {r['width']:g}, batch {r['batch']}, two views): "
               f"{r['images_per_s']:.1f} images/s, {r['gflop_per_image']:.2f} GFLOP/image, {r['gflops']:.0f} GFLOP/s = "
-              f"{r['gflops'] / gflops:.0%} of matmul; {r['speedup']:.1f}x the images/s of width 1", flush=True)
+              f"{r['gflops'] / r['matmul_gflops']:.0%} of the matmul rate beside it ({r['matmul_gflops']:.0f}); "
+              f"{r['speedup']:.1f}x the images/s of width 1", flush=True)
 
     headline = dict(
         matmul_gflops=gflops,
-        cff_step_fraction_of_matmul=step_rows[0]["gflops"] / gflops,
+        cff_step_fraction_of_matmul=step_rows[0]["gflops"] / step_rows[0]["matmul_gflops"],
         aug_speedup_vs_pil=aug["library"] / aug["pil_0_workers"],
         data_share_of_step=step_rows[0]["data_share"],
         probe_share_of_run=probe["probe_share"],
         parallel_seed_scaling=seeds["speedup"] / seeds["workers"],
-        simclr_step_fraction_of_matmul=simclr[0]["gflops"] / gflops,
+        simclr_step_fraction_of_matmul=simclr[0]["gflops"] / simclr[0]["matmul_gflops"],
     )
     if args.json:
         args.json.write_text(json.dumps(headline, indent=2) + "\n")
