@@ -38,6 +38,16 @@ def integer(name: str, value: Any, minimum: int = 0) -> int:
     return value
 
 
+MAX_SEEDS = 1000  # per cell; more is a typo, and would build a plan of that many runs before any check could stop it
+
+
+def seeds(name: str, value: Any, minimum: int = 1) -> int:
+    """A seed count: an integer in [minimum, MAX_SEEDS]."""
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= MAX_SEEDS:
+        fail(name, value, f"an integer from {minimum} to {MAX_SEEDS}")
+    return value
+
+
 def number(name: str, value: Any, low: float = 0.0, high: float = math.inf, *, low_open: bool = False) -> float:
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     ok = ok and (value > low if low_open else value >= low) and value <= high

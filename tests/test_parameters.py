@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lib.params import ParameterError
+from lib.params import MAX_SEEDS, ParameterError
 from lib.run_all import notebooks
 
 # Which parameters a notebook passes through without validating: paths, used only to read and write.
@@ -80,3 +80,14 @@ def test_non_finite_numbers_are_rejected_for_every_numeric_parameter(path):
         for bad in (math.nan, math.inf, -math.inf):
             with pytest.raises(ParameterError, match=name):
                 study.resolve({**defaults, "profile": "smoke", name: bad})
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_seed_counts_are_bounded_so_no_plan_can_explode(path):
+    study, defaults = _study_and_defaults(path)
+    counts = [k for k in defaults if k.endswith("seeds")]
+    assert counts, "every notebook has a seed count"
+    for name in counts:
+        with pytest.raises(ParameterError, match=rf"{name}=1000000000 .* to {MAX_SEEDS}"):
+            study.resolve({**defaults, "profile": "smoke", name: 10**9})
+        study.resolve({**defaults, "profile": "smoke", name: MAX_SEEDS})  # the bound itself is allowed

@@ -45,7 +45,7 @@ def check_dataset(s: dict, p: dict, profiles: dict) -> None:
 
 def check_arms(s: dict, p: dict) -> None:
     """Check the clamp-against-subtract design of studies 2 and 3: seeds per arm, margin modes, stabiliser."""
-    params.integer("seeds", s["seeds"], 2)  # a variance needs two runs per arm
+    params.seeds("seeds", s["seeds"], 2)  # a variance needs two runs per arm
     s["margin_modes"] = params.choices("margin_modes", p.get("margin_modes"), MARGIN_MODES)
     if not {"clamp", "subtract"} <= set(s["margin_modes"]):
         params.fail("margin_modes", s["margin_modes"], "a list holding at least clamp and subtract (the VR's two arms)")

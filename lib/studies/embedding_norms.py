@@ -103,7 +103,7 @@ def resolve(p: dict) -> dict:
     s["class_weights"] = _positive_list("class_weights", p.get("class_weights"), minimum_length=2)
     s["latent_samples"] = params.integer("latent_samples", s["latent_samples"], 4 * len(s["class_weights"]))
     s["latent_steps"] = params.integer("latent_steps", s["latent_steps"], 1)
-    s["latent_seeds"] = params.integer("latent_seeds", s["latent_seeds"], 1)
+    s["latent_seeds"] = params.seeds("latent_seeds", s["latent_seeds"])
     s["latent_sigma"] = params.number("latent_sigma", p.get("latent_sigma"), 0.0)
     s["latent_lr"] = params.number("latent_lr", p.get("latent_lr"), 0.0, low_open=True)
     # (c, d) images
@@ -128,7 +128,8 @@ def resolve(p: dict) -> dict:
         s[f"cut_{method}"] = params.number(f"cut_{method}", p.get(f"cut_{method}", METHOD_SETTINGS[method]["cut"]),
                                            0.0, low_open=True)
     s["grad_scale_power"] = params.number("grad_scale_power", p.get("grad_scale_power"), -4.0, 4.0)
-    for name in ("seeds", "epochs", "batch_size", "simsiam_dim", "probe_steps", "workers"):
+    params.seeds("seeds", s["seeds"])
+    for name in ("epochs", "batch_size", "simsiam_dim", "probe_steps", "workers"):
         params.integer(name, s[name], 1)
     s["width"] = params.number("width", s["width"], 1 / 128)
     s["warmup_epochs"] = params.number("warmup_epochs", s["warmup_epochs"], 0.0, s["epochs"])

@@ -87,7 +87,8 @@ def resolve(p: dict) -> dict:
     s["batch_sizes"] = sorted(sizes)
     s["losses"] = params.choices("losses", p.get("losses"), LOSSES)
     params.integer("train_subset", s["train_subset"], 0)
-    for name in ("seeds", "epochs", "probe_steps", "workers"):
+    params.seeds("seeds", s["seeds"])
+    for name in ("epochs", "probe_steps", "workers"):
         params.integer(name, s[name], 1)
     s["warmup_epochs"] = params.number("warmup_epochs", s["warmup_epochs"], 0.0, s["epochs"])
     s["width"] = params.number("width", s["width"], 0.0, low_open=True)

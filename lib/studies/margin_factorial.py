@@ -37,8 +37,8 @@ def resolve(p: dict) -> dict:
     """Check the notebook's parameters and fill the None ones from the profile. No compute."""
     s = common.profile_settings(p, PROFILES)
     common.check_dataset(s, p, PROFILES)
-    params.integer("seeds", s["seeds"], 1)
-    params.integer("dose_seeds", s["dose_seeds"], 0)
+    params.seeds("seeds", s["seeds"])
+    params.seeds("dose_seeds", s["dose_seeds"], 0)
     s["margin_modes"] = params.choices("margin_modes", p.get("margin_modes"), MARGIN_MODES)
     s["stabilizers"] = params.choices("stabilizers", p.get("stabilizers"), STABILIZERS)
     common.check_training(s, p)

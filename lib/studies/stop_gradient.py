@@ -62,7 +62,7 @@ def resolve(p: dict) -> dict:
         params.fail("dt", s["dt"], f"a number with gamma*dt <= 0.5 (gamma={s['gamma']})")
     for name in ("steps", "student_steps"):
         s[name] = params.integer(name, s[name], 10)
-    s["seeds"] = params.integer("seeds", s["seeds"], 1)
+    s["seeds"] = params.seeds("seeds", s["seeds"])
     s["input_dim"] = params.integer("input_dim", s["input_dim"], s["num_classes"])
     s["real_dataset"] = params.choice("real_dataset", s["real_dataset"], DATASETS)
     s["real_train_subset"] = params.integer("real_train_subset", s["real_train_subset"], 0)
