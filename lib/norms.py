@@ -37,8 +37,8 @@ from lib.cff import get_dataset
 from lib.data import DATASETS
 from lib.losses import decoupled_cross_view_nce, info_nce, simsiam_loss
 from lib.resnet import ResNet18, SimCLRNet
-from lib.ssl import (DEVICES, LR_SCALINGS, OPTIMIZERS, backbone_evaluation, embed, keep_freed_memory,
-                     make_optimizer, param_groups, scaled_lr, train_epochs)
+from lib.ssl import (DEVICES, LR_SCALINGS, OPTIMIZERS, backbone_evaluation, embed,
+                     make_optimizer, param_groups, scaled_lr, start_run, train_epochs)
 
 # ------------------------------------------------------------------------------ interventions
 
@@ -690,14 +690,8 @@ def train_norms(*, data_root: str | None = None, progress: bool | None = None, *
     ``train_s``, ``eval_s`` and ``step_s`` (seconds per training step).
     """
     c = norms_config(**config)
-    if c["threads"]:
-        torch.set_num_threads(c["threads"])
-    keep_freed_memory()
     t_start = time.perf_counter()
-    ds = get_dataset(c, data_root)
-    device = torch.device(c["device"])
-    torch.manual_seed(c["seed"])                      # initialisation
-    gen = torch.Generator().manual_seed(c["seed"])    # data order and augmentation
+    ds, device, gen = start_run(c, data_root)
 
     keep = (imbalanced_indices(ds.y_train, ds.num_classes, c["imbalance_base"]) if c["imbalance_base"]
             else torch.arange(len(ds.y_train)))

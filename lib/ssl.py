@@ -41,7 +41,7 @@ from tqdm import tqdm  # plain bar: disable=None hides it off a terminal, e.g. u
 from lib import params
 from lib.augment import normalize, simclr_views
 from lib.cff import get_dataset
-from lib.data import DATASETS, load_dataset
+from lib.data import DATASETS, ImageDataset, load_dataset
 from lib.losses import flat_nce, info_nce, pair_logits
 from lib.resnet import SimCLRNet
 
@@ -432,6 +432,21 @@ def backbone_evaluation(c: dict, f_train: torch.Tensor, y_train: torch.Tensor, f
     }
 
 
+def start_run(c: dict, data_root: str | None) -> tuple[ImageDataset, torch.device, torch.Generator]:
+    """The start every self-supervised run shares: ``(dataset, device, generator)``.
+
+    Sets the config's thread count (0: leave it), keeps freed memory (:func:`keep_freed_memory`),
+    loads the data, and seeds the initialisation (the global generator) and the data order and
+    augmentation (the returned generator), in that order, so that a seed gives the same run.
+    """
+    if c["threads"]:
+        torch.set_num_threads(c["threads"])
+    keep_freed_memory()
+    ds = get_dataset(c, data_root)
+    torch.manual_seed(c["seed"])
+    return ds, torch.device(c["device"]), torch.Generator().manual_seed(c["seed"])
+
+
 def train_simclr(*, data_root: str | None = None, progress: bool | None = None, **config) -> dict:
     """Train SimCLR (ResNet-18 + projector) with InfoNCE or FlatNCE, then evaluate the backbone.
 
@@ -443,14 +458,8 @@ def train_simclr(*, data_root: str | None = None, progress: bool | None = None, 
     rate; timings ``train_s`` and ``eval_s``. ``progress=None`` shows a bar only on a terminal.
     """
     c = simclr_config(**config)
-    if c["threads"]:
-        torch.set_num_threads(c["threads"])
-    keep_freed_memory()
     t_start = time.perf_counter()
-    ds = get_dataset(c, data_root)
-    device = torch.device(c["device"])
-    torch.manual_seed(c["seed"])                      # initialisation
-    gen = torch.Generator().manual_seed(c["seed"])    # data order and augmentation
+    ds, device, gen = start_run(c, data_root)
 
     n = len(ds.y_train) if not c["train_subset"] else min(c["train_subset"], len(ds.y_train))
     bs = c["batch_size"]
