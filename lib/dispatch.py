@@ -39,7 +39,7 @@ import papermill
 import submitit
 
 from lib import PROJECT_ROOT
-from lib.cff import train_cff
+from lib.cff import get_dataset, train_cff
 from lib.norms import train_norms
 from lib.params import PROFILE_NAMES, ParameterError
 from lib.results import FINISHED_STATUSES, ResultsStore
@@ -129,7 +129,19 @@ def make_plan(study: str | Study, *, profile: str = "quick", parameters: dict | 
     store = ResultsStore(PROJECT_ROOT / results_dir, study.module.STUDY, settings["profile"])
     unique = {store.run_id(c): c for c in configs}
     missing = [c for c in unique.values() if settings.get("force") or not store.is_finished(c)]
+    load_datasets(missing, data_root)
     return Plan(study, settings, store, configs, missing, data_root)
+
+
+def load_datasets(configs: list[dict], data_root: str | None) -> None:
+    """Load each dataset the runs name (and their unseen sets), so that a missing one fails here, not on a node."""
+    seen = set()
+    for config in configs:
+        for spec in [config, *[o for o in config.get("ood", []) if isinstance(o, dict)]]:
+            key = (spec.get("dataset"), repr(spec.get("dataset_options")))
+            if "dataset_options" in spec and key not in seen:
+                seen.add(key)
+                get_dataset(spec, data_root)
 
 
 # ------------------------------------------------------------------------------- local

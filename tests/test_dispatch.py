@@ -195,3 +195,12 @@ def test_command_line_dry_run_changes_nothing(tmp_path, capsys):
     with pytest.raises(SystemExit):
         dispatch.main(["06", "--profile", "smoke", "-p", "seeds", "-1", "--dry-run"])
     assert "seeds=-1" in capsys.readouterr().err
+
+
+def test_a_missing_dataset_fails_before_anything_is_submitted(tmp_path, monkeypatch):
+    from lib.data import DatasetNotFoundError
+
+    monkeypatch.setenv("TORCHVISION_CACHE", str(tmp_path / "no_cache"))  # wherever this machine keeps CIFAR
+    with pytest.raises(DatasetNotFoundError, match="cifar10"):
+        dispatch.make_plan("01", profile="smoke", parameters={"dataset": "cifar10"}, data_root=str(tmp_path / "empty"),
+                           results_dir=str(tmp_path))
