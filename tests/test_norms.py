@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
@@ -385,3 +386,22 @@ def test_recalibrate_batchnorm_sets_the_exact_average_of_the_batch_statistics():
     assert torch.allclose(bn.running_mean, torch.stack([h.mean(0) for h in hidden]).mean(0), atol=1e-6)
     assert torch.allclose(bn.running_var, torch.stack([h.var(0, unbiased=True) for h in hidden]).mean(0), rtol=1e-5)
     assert bn.momentum == 0.3 and not model.training  # momentum and mode restored
+
+
+def test_intervention_table_keeps_a_row_whose_every_run_diverged():
+    from lib.studies.embedding_norms import intervention_table
+
+    def run(intervention, status, seed, knn):
+        return dict(status=status, method="simclr", data="balanced", intervention=intervention, seed=seed,
+                    knn_top1=knn, probe_top1=knn, embedding_norm_first_epoch=1.0, embedding_norm_last_epoch=2.0,
+                    norm_mean_test=2.0, embedding_spread_last_epoch=0.9, class_norm_count_rho=float("nan"))
+
+    runs = pd.DataFrame([run("default", "ok", 0, 0.4), run("default", "ok", 1, 0.5), run("default", "failed", 2, float("nan")),
+                         run("grad_scale", "diverged", 0, float("nan")), run("cut_init", "ok", 0, 0.3)])
+    table = intervention_table(runs).set_index("intervention")
+    assert list(table.index) == ["default", "grad_scale", "cut_init"]
+    assert table.loc["default", ["runs", "runs_not_ok"]].tolist() == [2, 1]
+    assert table.loc["default", "knn_top1"] == pytest.approx(45.0)
+    assert table.loc["grad_scale", ["runs", "runs_not_ok"]].tolist() == [0, 1]
+    assert np.isnan(table.loc["grad_scale", "knn_top1"]) and np.isnan(table.loc["grad_scale", "knn_top1_vs_default"])
+    assert table.loc["cut_init", "knn_top1_vs_default"] == pytest.approx(-15.0)

@@ -356,15 +356,20 @@ def runs_frame(records: list[dict]) -> pd.DataFrame:
 
 def intervention_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Part (c): per method, data and intervention, the mean over seeds of accuracy (percent), norms and
-    the SimSiam collapse monitor, and each accuracy's change against the same method's default run."""
+    the SimSiam collapse monitor, and each accuracy's change against the same method's default run.
+    ``runs`` counts the finished runs of a row, ``runs_not_ok`` the diverged or failed ones; a row
+    whose every run diverged stays in the table, with no accuracy."""
+    keys = ["method", "data", "intervention"]
     ok = runs[runs.status == "ok"]
-    table = (ok.groupby(["method", "data", "intervention"], sort=False)
+    means = (ok.groupby(keys, sort=False)
              .agg(runs=("seed", "size"), knn_top1=("knn_top1", "mean"), probe_top1=("probe_top1", "mean"),
                   norm_first_epoch=("embedding_norm_first_epoch", "mean"),
                   norm_last_epoch=("embedding_norm_last_epoch", "mean"), norm_test=("norm_mean_test", "mean"),
                   spread_last_epoch=("embedding_spread_last_epoch", "mean"),
                   class_norm_count_rho=("class_norm_count_rho", "mean"))
              .reset_index())
+    table = runs[keys].drop_duplicates().merge(means, on=keys, how="left").reset_index(drop=True)
+    table["runs"] = table["runs"].fillna(0).astype(int)
     table[["knn_top1", "probe_top1"]] *= 100
     for metric in ("knn_top1", "probe_top1"):
         default = table[table.intervention == "default"].set_index(["method", "data"])[metric]
