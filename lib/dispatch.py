@@ -152,7 +152,7 @@ def run_local(plan: Plan, *, workers: int | None = None) -> list[dict]:
     options = plan.study.module.sweep_options(plan.settings)
     if workers is not None:
         options["workers"] = workers
-    elif options.get("workers", 1) == 1 and "batched_fn" not in options:
+    elif "workers" not in options and "batched_fn" not in options:
         options["workers"] = max(1, min(os.cpu_count() or 1, len(plan.missing)))
     return run_sweep(plan.store, plan.configs, plan.train_fn, data_root=plan.data_root, **options)
 
@@ -160,16 +160,13 @@ def run_local(plan: Plan, *, workers: int | None = None) -> list[dict]:
 # ------------------------------------------------------------------------------- slurm
 
 
-def slurm_executor(folder: Path, *, name: str, cluster: str = "slurm", max_parallel: int = 16,
-                   timeout_min: float = 60, cpus_per_task: int = 1, gpus_per_node: int = 0,
-                   mem_gb: float | None = None, partition: str | None = None,
-                   max_num_timeout: int = 3, signal_delay_s: int = 90) -> submitit.Executor:
+def slurm_executor(folder: Path, *, name: str, cluster: str = "slurm", timeout_min: float = 60,
+                   cpus_per_task: int = 1, gpus_per_node: int = 0, mem_gb: float | None = None,
+                   partition: str | None = None, max_num_timeout: int = 3, signal_delay_s: int = 90) -> submitit.Executor:
     """A submitit executor for one array of runs (``cluster='local'``: submitit's local executor)."""
     if cluster not in SUBMITIT_CLUSTERS:
         raise ParameterError(f"submitit cluster={cluster!r} is not allowed: one of {', '.join(SUBMITIT_CLUSTERS)}")
-    for arg, value in (("max_parallel", max_parallel), ("cpus_per_task", cpus_per_task)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ParameterError(f"{arg}={value!r} is not allowed: an integer >= 1")
+    _check_count("cpus_per_task", cpus_per_task)
     if not (isinstance(timeout_min, (int, float)) and timeout_min > 0):
         raise ParameterError(f"timeout_min={timeout_min!r} is not allowed: a number of minutes > 0")
     if cluster == "local":
@@ -178,26 +175,34 @@ def slurm_executor(folder: Path, *, name: str, cluster: str = "slurm", max_paral
         return executor
     executor = submitit.SlurmExecutor(folder, max_num_timeout=max_num_timeout)
     executor.update_parameters(job_name=name, time=max(1, round(timeout_min)), cpus_per_task=cpus_per_task,
-                               array_parallelism=max_parallel, signal_delay_s=signal_delay_s,
+                               signal_delay_s=signal_delay_s,
                                **({"gpus_per_node": gpus_per_node} if gpus_per_node else {}),
                                **({"mem": f"{mem_gb:g}GB"} if mem_gb else {}),
                                **({"partition": partition} if partition else {}))
     return executor
 
 
+def _check_count(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ParameterError(f"{name}={value!r} is not allowed: an integer >= 1")
+
+
 def submit_slurm(plan: Plan, executor: submitit.Executor, *, max_parallel: int = 16, wait: bool = False,
                  device: str = "cpu", task: RecordRun | None = None) -> list[submitit.Job]:
-    """Submit the plan's missing runs as one array (``wait``: until every task has ended).
+    """Submit the plan's missing runs as one array, at most ``max_parallel`` running at once
+    (``wait``: until every task has ended).
 
     ``device`` is passed to train functions whose config does not hold it (CFF studies); the
     thread count of each task is the executor's ``cpus_per_task``.
     """
+    _check_count("max_parallel", max_parallel)
     if not plan.missing:
         return []
     on_slurm = isinstance(executor, submitit.SlurmExecutor)
     threads = int(executor.parameters.get("cpus_per_task", 1)) if on_slurm else 1
     task = task or RecordRun(plan.store, plan.train_fn, plan.data_root, device, threads)
-    if on_slurm:  # the array's %max_parallel throttle
+    if on_slurm:
+        executor.update_parameters(array_parallelism=max_parallel)  # sbatch --array=0-N%max_parallel
         jobs = executor.map_array(task, plan.missing)
         if wait:
             for job in jobs:
@@ -263,9 +268,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if failed else 0
     name = f"{plan.study.notebook}_{plan.store.profile}"
     folder = Path(args.log_dir) if args.log_dir else PROJECT_ROOT / ".submitit" / name
-    executor = slurm_executor(folder, name=name, cluster=args.submitit_cluster, max_parallel=args.max_parallel,
-                              timeout_min=args.timeout_min, cpus_per_task=args.cpus_per_task,
-                              gpus_per_node=args.gpus_per_node, mem_gb=args.mem_gb, partition=args.partition)
+    executor = slurm_executor(folder, name=name, cluster=args.submitit_cluster, timeout_min=args.timeout_min,
+                              cpus_per_task=args.cpus_per_task, gpus_per_node=args.gpus_per_node, mem_gb=args.mem_gb,
+                              partition=args.partition)
     jobs = submit_slurm(plan, executor, max_parallel=args.max_parallel, wait=args.wait,
                         device="cuda" if args.gpus_per_node else "cpu")
     print(f"submitted {len(jobs)} runs (first job {jobs[0].job_id}); logs in {folder}. "

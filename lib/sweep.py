@@ -27,7 +27,7 @@ from lib.results import ResultsStore, utc_now
 
 
 def run_one(train_fn: Callable, config: dict, data_root: str | None,
-             device: str = "cpu") -> tuple[str, dict, dict, str | None]:
+            device: str = "cpu") -> tuple[str, dict, dict, str | None]:
     """Run one config; never raises, so one broken run cannot take down a sweep."""
     started_at = utc_now()
     t0 = time.perf_counter()

@@ -172,7 +172,7 @@ def test_slurm_array_script(tmp_path, monkeypatch):
         tool.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     p = plan(tmp_path)
-    executor = dispatch.slurm_executor(tmp_path / "logs", name="06_smoke", max_parallel=4, timeout_min=90,
+    executor = dispatch.slurm_executor(tmp_path / "logs", name="06_smoke", timeout_min=90,
                                        cpus_per_task=2, gpus_per_node=1, partition="gpu", mem_gb=8)
     jobs = dispatch.submit_slurm(p, executor, max_parallel=4, device="cuda")
     script = (tmp_path / "job.sh").read_text()
