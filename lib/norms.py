@@ -37,8 +37,8 @@ from lib.cff import get_dataset
 from lib.data import DATASETS
 from lib.losses import decoupled_cross_view_nce, info_nce, simsiam_loss
 from lib.resnet import ResNet18, SimCLRNet
-from lib.ssl import (DEVICES, LR_SCALINGS, OPTIMIZERS, backbone_evaluation, embed,
-                     make_optimizer, param_groups, scaled_lr, start_run, train_epochs)
+from lib.ssl import (backbone_evaluation, check_data_and_device, embed, make_optimizer, param_groups, scaled_lr,
+                     start_run, train_epochs)
 
 # ------------------------------------------------------------------------------ interventions
 
@@ -457,15 +457,8 @@ def norms_config(**overrides) -> dict:
         raise params.ParameterError(f"unknown parameter(s) {unknown}; known: {', '.join(DEFAULTS)}")
     c = {**DEFAULTS, **overrides}
     params.choice("method", c["method"], METHODS)
-    params.choice("dataset", c["dataset"], DATASETS)
-    if not isinstance(c["dataset_options"], dict):
-        params.fail("dataset_options", c["dataset_options"], "a dict of load_dataset options")
+    check_data_and_device(c)
     params.choice("simclr_loss", c["simclr_loss"], SIMCLR_LOSSES)
-    params.choice("optimizer", c["optimizer"], OPTIMIZERS)
-    params.choice("lr_scaling", c["lr_scaling"], LR_SCALINGS)
-    params.choice("device", c["device"], DEVICES)
-    if c["device"] == "cuda" and not torch.cuda.is_available():
-        params.fail("device", c["device"], "cpu (no CUDA device is available here)")
     base = params.number("imbalance_base", c["imbalance_base"], 0.0)
     if 0 < base < 1:
         params.fail("imbalance_base", base, "0 (balanced) or a number >= 1")

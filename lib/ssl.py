@@ -81,22 +81,27 @@ DEFAULTS = dict(
 )
 
 
+def check_data_and_device(c: dict) -> None:
+    """The checks every self-supervised run config shares: dataset and its options, optimizer, lr scaling, device."""
+    params.choice("dataset", c["dataset"], DATASETS)
+    if not isinstance(c["dataset_options"], dict):
+        params.fail("dataset_options", c["dataset_options"], "a dict of load_dataset options")
+    params.choice("optimizer", c["optimizer"], OPTIMIZERS)
+    params.choice("lr_scaling", c["lr_scaling"], LR_SCALINGS)
+    params.choice("device", c["device"], DEVICES)
+    if c["device"] == "cuda" and not torch.cuda.is_available():
+        params.fail("device", c["device"], "cpu (no CUDA device is available here)")
+
+
 def simclr_config(**overrides) -> dict:
     """The full, checked config of one SimCLR run: DEFAULTS updated by ``overrides``."""
     unknown = sorted(set(overrides) - set(DEFAULTS))
     if unknown:
         raise params.ParameterError(f"unknown SimCLR parameter(s) {unknown}; known: {', '.join(DEFAULTS)}")
     c = {**DEFAULTS, **overrides}
-    if not isinstance(c["dataset_options"], dict):
-        params.fail("dataset_options", c["dataset_options"], "a dict of load_dataset options")
+    check_data_and_device(c)
     c["dataset_options"] = dict(c["dataset_options"])
-    params.choice("dataset", c["dataset"], DATASETS)
     params.choice("loss", c["loss"], LOSSES)
-    params.choice("optimizer", c["optimizer"], OPTIMIZERS)
-    params.choice("lr_scaling", c["lr_scaling"], LR_SCALINGS)
-    params.choice("device", c["device"], DEVICES)
-    if c["device"] == "cuda" and not torch.cuda.is_available():
-        params.fail("device", c["device"], "cpu (no CUDA device is available here)")
     for name in ("temperature", "knn_temperature", "width", "lr"):
         params.number(name, c[name], 0.0, low_open=True)
     if round(64 * c["width"]) < 1:
