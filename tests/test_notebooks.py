@@ -7,12 +7,49 @@ import papermill
 import pytest
 
 from lib import PROJECT_ROOT
+from lib.dispatch import find_study, notebook_defaults
 from lib.params import ParameterError
 from lib.run_all import notebooks
-from lib.studies import margin_factorial
+from lib.studies import cross_dataset, difficulty_sweep, embedding_norms, flatnce_batch, margin_factorial
 from lib.studies import stop_gradient
 
 NOTEBOOKS = notebooks()
+NOTEBOOK_01 = "01_margin_factorial"
+NOTEBOOK_04 = "04_embedding_norms"
+NOTEBOOK_05 = "05_flatnce_batch_size"
+NOTEBOOK_06 = "06_stop_gradient_collapse"
+STUDIES_2_3 = {"02_cross_dataset_reversal": cross_dataset, "03_difficulty_sweep": difficulty_sweep}
+
+
+def _parameters_cell(name: str) -> dict:
+    """The parameters cell of a notebook, as a dict."""
+    return notebook_defaults(find_study(name))
+
+
+def _execute(name: str, tmp_path, out: str = "out.ipynb", **parameters) -> nbformat.NotebookNode:
+    """Run notebook ``name`` under papermill with the smoke profile, writing under ``tmp_path``."""
+    papermill.execute_notebook(str(PROJECT_ROOT / "notebooks" / f"{name}.ipynb"), str(tmp_path / out),
+                               parameters={"profile": "smoke", "results_dir": str(tmp_path), **parameters},
+                               cwd=str(PROJECT_ROOT), kernel_name="python3", progress_bar=False)
+    return nbformat.read(tmp_path / out, as_version=4)
+
+
+def _check_smoke_outputs(name: str, study, tmp_path, min_verdicts: int) -> tuple[dict, pd.DataFrame]:
+    """One record per planned run, all ok, in the collected table; a paper-vs-reproduced table."""
+    settings = study.resolve({**_parameters_cell(name), "profile": "smoke"})
+    runs = list((tmp_path / "runs" / study.STUDY / "smoke").glob("*.json"))
+    assert len(runs) == len(study.plan(settings))
+    table = pd.read_csv(tmp_path / "tables" / f"{study.STUDY}_smoke.csv")
+    assert len(table) == len(runs) and set(table.status) == {"ok"}
+    verdicts = pd.read_csv(tmp_path / "tables" / f"{study.STUDY}_smoke_paper_vs_reproduced.csv")
+    assert {"quantity", "ours", "paper", "evidence", "verdict"} <= set(verdicts.columns)
+    assert len(verdicts) >= min_verdicts
+    return settings, table
+
+
+def _has_key_figure(executed: nbformat.NotebookNode) -> bool:
+    key = [c for c in executed.cells if "key-figure" in c.metadata.get("tags", [])]
+    return len(key) == 1 and any("image/png" in o.get("data", {}) for o in key[0].outputs)
 
 
 def test_every_notebook_has_a_parameters_cell_and_no_outputs():
@@ -36,27 +73,11 @@ def test_jupytext_pair_is_in_sync(path):
         f"{path.name} and {paired.name} differ: run jupytext --sync {path}"
 
 
+# --------------------------------------------------------------------------- notebook 01
+
 def test_notebook_01_smoke_writes_records_and_tables(tmp_path):
-    out = tmp_path / "01.ipynb"
-    papermill.execute_notebook(str(PROJECT_ROOT / "notebooks" / "01_margin_factorial.ipynb"), str(out),
-                               parameters={"profile": "smoke", "results_dir": str(tmp_path)},
-                               cwd=str(PROJECT_ROOT), kernel_name="python3", progress_bar=False)
-    runs = list((tmp_path / "runs" / margin_factorial.STUDY / "smoke").glob("*.json"))
-    settings = margin_factorial.resolve({**_defaults(), "profile": "smoke"})
-    assert len(runs) == len(margin_factorial.plan(settings))
-    table = pd.read_csv(tmp_path / "tables" / f"{margin_factorial.STUDY}_smoke.csv")
-    assert len(table) == len(runs) and set(table.status) == {"ok"}
-    verdicts = pd.read_csv(tmp_path / "tables" / f"{margin_factorial.STUDY}_smoke_paper_vs_reproduced.csv")
-    assert {"quantity", "ours", "paper", "evidence", "verdict"} <= set(verdicts.columns)
-
-
-def _defaults() -> dict:
-    """The parameters cell of notebook 01, as a dict."""
-    nb = nbformat.read(PROJECT_ROOT / "notebooks" / "01_margin_factorial.ipynb", as_version=4)
-    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
-    namespace: dict = {}
-    exec(cell.source, namespace)
-    return {k: v for k, v in namespace.items() if not k.startswith("__")}
+    _execute(NOTEBOOK_01, tmp_path)
+    _check_smoke_outputs(NOTEBOOK_01, margin_factorial, tmp_path, min_verdicts=1)
 
 
 @pytest.mark.parametrize("name,value", [("dataset", "imagenet"), ("m0", -0.2), ("margin_modes", ["clamp", "clip"]),
@@ -64,43 +85,21 @@ def _defaults() -> dict:
                                         ("device", "gpu")])
 def test_bad_parameter_fails_before_training_naming_it(name, value):
     with pytest.raises(ParameterError, match=name):
-        margin_factorial.resolve({**_defaults(), name: value})
+        margin_factorial.resolve({**_parameters_cell(NOTEBOOK_01), name: value})
 
 
 def test_bad_parameter_fails_in_the_notebook_before_any_run(tmp_path):
     with pytest.raises(papermill.PapermillExecutionError, match="m0"):
-        papermill.execute_notebook(str(PROJECT_ROOT / "notebooks" / "01_margin_factorial.ipynb"), str(tmp_path / "bad.ipynb"),
-                                   parameters={"profile": "smoke", "m0": -0.5, "results_dir": str(tmp_path)},
-                                   cwd=str(PROJECT_ROOT), kernel_name="python3", progress_bar=False)
+        _execute(NOTEBOOK_01, tmp_path, "bad.ipynb", m0=-0.5)
     assert not (tmp_path / "runs").exists()
 
 
 # --------------------------------------------------------------------------- notebook 06
 
-NOTEBOOK_06 = PROJECT_ROOT / "notebooks" / "06_stop_gradient_collapse.ipynb"
-
-
-def _parameters_06() -> dict:
-    """The parameters cell of notebook 06, as a dict."""
-    nb = nbformat.read(NOTEBOOK_06, as_version=4)
-    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
-    namespace: dict = {}
-    exec(cell.source, namespace)
-    return {k: v for k, v in namespace.items() if not k.startswith("__")}
-
-
 def test_notebook_06_smoke_writes_records_and_tables(tmp_path):
-    out = tmp_path / "06.ipynb"
-    papermill.execute_notebook(str(NOTEBOOK_06), str(out), parameters={"profile": "smoke", "results_dir": str(tmp_path)},
-                               cwd=str(PROJECT_ROOT), kernel_name="python3", progress_bar=False)
-    runs = list((tmp_path / "runs" / stop_gradient.STUDY / "smoke").glob("*.json"))
-    settings = stop_gradient.resolve({**_parameters_06(), "profile": "smoke"})
-    assert len(runs) == len(stop_gradient.plan(settings))
-    table = pd.read_csv(tmp_path / "tables" / f"{stop_gradient.STUDY}_smoke.csv")
-    assert len(table) == len(runs) and set(table.status) == {"ok"}
+    _execute(NOTEBOOK_06, tmp_path)
+    _, table = _check_smoke_outputs(NOTEBOOK_06, stop_gradient, tmp_path, min_verdicts=2)
     assert set(table["config.experiment"]) == set(stop_gradient.EXPERIMENTS)
-    verdicts = pd.read_csv(tmp_path / "tables" / f"{stop_gradient.STUDY}_smoke_paper_vs_reproduced.csv")
-    assert {"quantity", "ours", "paper", "evidence", "verdict"} <= set(verdicts.columns) and len(verdicts) > 1
     for name in ("rates", "w2_spectrum", "teacher_student", "real"):
         assert (tmp_path / "tables" / f"{stop_gradient.STUDY}_smoke_{name}.csv").exists()
 
@@ -111,48 +110,25 @@ def test_notebook_06_smoke_writes_records_and_tables(tmp_path):
                                         ("head_rate", -1.0), ("readout_noise", -0.1), ("samples_per_class", 1)])
 def test_notebook_06_bad_parameter_fails_before_any_run_naming_it(name, value):
     with pytest.raises(ParameterError, match=name):
-        stop_gradient.resolve({**_parameters_06(), name: value})
+        stop_gradient.resolve({**_parameters_cell(NOTEBOOK_06), name: value})
 
 
 def test_notebook_06_bad_parameter_fails_in_the_notebook_before_any_run(tmp_path):
     with pytest.raises(papermill.PapermillExecutionError, match="r_values"):
-        papermill.execute_notebook(str(NOTEBOOK_06), str(tmp_path / "bad.ipynb"),
-                                   parameters={"profile": "smoke", "r_values": [0.5, 1.5], "results_dir": str(tmp_path)},
-                                   cwd=str(PROJECT_ROOT), kernel_name="python3", progress_bar=False)
+        _execute(NOTEBOOK_06, tmp_path, "bad.ipynb", r_values=[0.5, 1.5])
     assert not (tmp_path / "runs").exists()
 
 
 # ------------------------------------------------------------------ notebooks 02 and 03
 
-from lib.studies import cross_dataset, difficulty_sweep  # noqa: E402
-
-STUDIES_2_3 = {"02_cross_dataset_reversal": cross_dataset, "03_difficulty_sweep": difficulty_sweep}
-
-
-def _parameters_cell(name: str) -> dict:
-    """The parameters cell of a notebook, as a dict."""
-    nb = nbformat.read(PROJECT_ROOT / "notebooks" / f"{name}.ipynb", as_version=4)
-    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
-    namespace: dict = {}
-    exec(cell.source, namespace)
-    return {k: v for k, v in namespace.items() if not k.startswith("__")}
-
-
 @pytest.mark.parametrize("name,extra_tables", [("02_cross_dataset_reversal", ["per_dataset"]),
                                                ("03_difficulty_sweep", ["per_level"])])
 def test_notebooks_02_03_smoke_write_records_and_tables(tmp_path, name, extra_tables):
     study = STUDIES_2_3[name]
-    papermill.execute_notebook(str(PROJECT_ROOT / "notebooks" / f"{name}.ipynb"), str(tmp_path / "out.ipynb"),
-                               parameters={"profile": "smoke", "results_dir": str(tmp_path)},
-                               cwd=str(PROJECT_ROOT), kernel_name="python3", progress_bar=False)
-    runs = list((tmp_path / "runs" / study.STUDY / "smoke").glob("*.json"))
-    assert len(runs) == len(study.plan(study.resolve({**_parameters_cell(name), "profile": "smoke"})))
-    table = pd.read_csv(tmp_path / "tables" / f"{study.STUDY}_smoke.csv")
-    assert len(table) == len(runs) and set(table.status) == {"ok"}
+    _execute(name, tmp_path)
+    _check_smoke_outputs(name, study, tmp_path, min_verdicts=4)
     for extra in extra_tables:
         assert len(pd.read_csv(tmp_path / "tables" / f"{study.STUDY}_smoke_{extra}.csv")) >= 2
-    verdicts = pd.read_csv(tmp_path / "tables" / f"{study.STUDY}_smoke_paper_vs_reproduced.csv")
-    assert {"quantity", "ours", "paper", "evidence", "verdict"} <= set(verdicts.columns) and len(verdicts) >= 4
 
 
 @pytest.mark.parametrize("name,value", [("datasets", ["cifar10", "imagenet"]), ("datasets", []), ("seeds", 1),
@@ -176,10 +152,7 @@ def test_notebook_03_bad_parameter_fails_naming_it(name, value):
 ])
 def test_notebooks_02_03_bad_parameter_fail_before_any_run(tmp_path, name, parameters, message):
     with pytest.raises(papermill.PapermillExecutionError, match=message):
-        papermill.execute_notebook(str(PROJECT_ROOT / "notebooks" / f"{name}.ipynb"), str(tmp_path / "bad.ipynb"),
-                                   parameters={"profile": "smoke", "results_dir": str(tmp_path),
-                                               "data_root": str(tmp_path), **parameters},
-                                   cwd=str(PROJECT_ROOT), kernel_name="python3", progress_bar=False)
+        _execute(name, tmp_path, "bad.ipynb", data_root=str(tmp_path), **parameters)
     assert not (tmp_path / "runs").exists()
 
 
@@ -189,38 +162,20 @@ def test_notebooks_02_03_missing_dataset_fails_before_training_with_the_data_lay
                                                                                           name, parameters):
     monkeypatch.setenv("TORCHVISION_CACHE", str(tmp_path / "no_cache"))  # inherited by the kernel
     with pytest.raises(papermill.PapermillExecutionError, match="DatasetNotFoundError") as err:
-        papermill.execute_notebook(str(PROJECT_ROOT / "notebooks" / f"{name}.ipynb"), str(tmp_path / "missing.ipynb"),
-                                   parameters={"profile": "smoke", "results_dir": str(tmp_path),
-                                               "data_root": str(tmp_path), **parameters},
-                                   cwd=str(PROJECT_ROOT), kernel_name="python3", progress_bar=False)
+        _execute(name, tmp_path, "missing.ipynb", data_root=str(tmp_path), **parameters)
     assert "'svhn' was not found" in str(err.value)
     assert not (tmp_path / "runs").exists()
 
 
 # --------------------------------------------------------------------------- notebook 04
 
-from lib.studies import embedding_norms  # noqa: E402
-
-NOTEBOOK_04 = "04_embedding_norms"
-
-
 def test_notebook_04_smoke_writes_records_and_tables(tmp_path):
-    papermill.execute_notebook(str(PROJECT_ROOT / "notebooks" / f"{NOTEBOOK_04}.ipynb"), str(tmp_path / "04.ipynb"),
-                               parameters={"profile": "smoke", "results_dir": str(tmp_path)},
-                               cwd=str(PROJECT_ROOT), kernel_name="python3", progress_bar=False)
-    settings = embedding_norms.resolve({**_parameters_cell(NOTEBOOK_04), "profile": "smoke"})
-    runs = list((tmp_path / "runs" / embedding_norms.STUDY / "smoke").glob("*.json"))
-    assert len(runs) == len(embedding_norms.plan(settings))
-    table = pd.read_csv(tmp_path / "tables" / f"{embedding_norms.STUDY}_smoke.csv")
-    assert len(table) == len(runs) and set(table.status) == {"ok"}
+    executed = _execute(NOTEBOOK_04, tmp_path)
+    settings, table = _check_smoke_outputs(NOTEBOOK_04, embedding_norms, tmp_path, min_verdicts=5)
     assert set(table["config.method"]) == set(settings["methods"])
     for name in ("convergence", "latent_classes", "interventions", "confidence", "ood"):
         assert len(pd.read_csv(tmp_path / "tables" / f"{embedding_norms.STUDY}_smoke_{name}.csv")) >= 2, name
-    verdicts = pd.read_csv(tmp_path / "tables" / f"{embedding_norms.STUDY}_smoke_paper_vs_reproduced.csv")
-    assert {"quantity", "ours", "paper", "evidence", "verdict"} <= set(verdicts.columns) and len(verdicts) >= 5
-    nb = nbformat.read(tmp_path / "04.ipynb", as_version=4)
-    key = [c for c in nb.cells if "key-figure" in c.metadata.get("tags", [])]
-    assert len(key) == 1 and any("image/png" in o.get("data", {}) for o in key[0].outputs)
+    assert _has_key_figure(executed)
 
 
 @pytest.mark.parametrize("name,value", [("profile", "huge"), ("radii", [1.0]), ("radii", [1.0, -2.0]), ("pairs", 1),
@@ -238,42 +193,24 @@ def test_notebook_04_bad_parameter_fails_before_any_run_naming_it(name, value):
 
 def test_notebook_04_bad_parameter_fails_in_the_notebook_before_any_run(tmp_path):
     with pytest.raises(papermill.PapermillExecutionError, match="interventions"):
-        papermill.execute_notebook(str(PROJECT_ROOT / "notebooks" / f"{NOTEBOOK_04}.ipynb"), str(tmp_path / "bad.ipynb"),
-                                   parameters={"profile": "smoke", "interventions": ["default", "dropout"],
-                                               "results_dir": str(tmp_path)},
-                                   cwd=str(PROJECT_ROOT), kernel_name="python3", progress_bar=False)
+        _execute(NOTEBOOK_04, tmp_path, "bad.ipynb", interventions=["default", "dropout"])
     assert not (tmp_path / "runs").exists() and not (tmp_path / "tables").exists()
 
 
 # --------------------------------------------------------------------------- notebook 05
 
-from lib.studies import flatnce_batch  # noqa: E402
-
-NOTEBOOK_05 = "05_flatnce_batch_size"
-
-
 def test_notebook_05_smoke_writes_records_and_tables(tmp_path):
-    papermill.execute_notebook(str(PROJECT_ROOT / "notebooks" / f"{NOTEBOOK_05}.ipynb"), str(tmp_path / "out.ipynb"),
-                               parameters={"profile": "smoke", "results_dir": str(tmp_path)},
-                               cwd=str(PROJECT_ROOT), kernel_name="python3", progress_bar=False)
-    settings = flatnce_batch.resolve({**_parameters_cell(NOTEBOOK_05), "profile": "smoke"})
-    runs = list((tmp_path / "runs" / flatnce_batch.STUDY / "smoke").glob("*.json"))
-    assert len(runs) == len(flatnce_batch.plan(settings))
-    tables = tmp_path / "tables"
-    table = pd.read_csv(tables / f"{flatnce_batch.STUDY}_smoke.csv")
-    assert len(table) == len(runs) and set(table.status) == {"ok"}
+    executed = _execute(NOTEBOOK_05, tmp_path)
+    settings, table = _check_smoke_outputs(NOTEBOOK_05, flatnce_batch, tmp_path, min_verdicts=9)
     assert set(table["config.loss"]) == set(settings["losses"])
     assert set(table["config.batch_size"]) == set(settings["batch_sizes"])
+    tables = tmp_path / "tables"
     per_cell = pd.read_csv(tables / f"{flatnce_batch.STUDY}_smoke_per_cell.csv")
     assert len(per_cell) == len(settings["batch_sizes"]) * len(settings["losses"])
     assert (per_cell.info_nce_ceiling.diff().dropna() >= 0).all()  # log(2N - 1) grows with the batch
     comparison = pd.read_csv(tables / f"{flatnce_batch.STUDY}_smoke_flatnce_vs_infonce.csv")
     assert list(comparison.batch_size) == settings["batch_sizes"]
-    verdicts = pd.read_csv(tables / f"{flatnce_batch.STUDY}_smoke_paper_vs_reproduced.csv")
-    assert {"quantity", "ours", "paper", "evidence", "verdict"} <= set(verdicts.columns) and len(verdicts) >= 9
-    executed = nbformat.read(tmp_path / "out.ipynb", as_version=4)
-    key = [c for c in executed.cells if "key-figure" in c.metadata.get("tags", [])]
-    assert len(key) == 1 and any("image/png" in o.get("data", {}) for o in key[0].outputs)
+    assert _has_key_figure(executed)
 
 
 @pytest.mark.parametrize("name,value", [("profile", "huge"), ("batch_sizes", [16, 1]), ("batch_sizes", []),
@@ -291,7 +228,5 @@ def test_notebook_05_bad_parameter_fails_naming_it(name, value):
 def test_notebook_05_bad_parameter_fails_in_the_notebook_before_any_run(tmp_path, parameters, message):
     # a batch of 4096 passes every check but the one against the 128 smoke images, made after loading them
     with pytest.raises(papermill.PapermillExecutionError, match=f"ParameterError.*parameter {message}="):
-        papermill.execute_notebook(str(PROJECT_ROOT / "notebooks" / f"{NOTEBOOK_05}.ipynb"), str(tmp_path / "bad.ipynb"),
-                                   parameters={"profile": "smoke", "results_dir": str(tmp_path), **parameters},
-                                   cwd=str(PROJECT_ROOT), kernel_name="python3", progress_bar=False)
+        _execute(NOTEBOOK_05, tmp_path, "bad.ipynb", **parameters)
     assert not (tmp_path / "runs").exists()
