@@ -151,7 +151,7 @@ if published:
     ax.scatter(*zip(*published), marker="x", color="tab:red", s=80, zorder=3, label="paper (of the dataset it stands for)")
 ax.axhline(1, color="grey", linestyle="--")
 ax.set(yscale="log", ylabel="Var(clamp) / Var(subtract)", title="Variance ratio per dataset")
-ax.legend()
+ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)  # outside: never over a point
 plt.show()
 
 # %% [markdown]

@@ -177,7 +177,7 @@ ax.axhline(1, color="grey", linestyle="--")
 ax.axvline(chance, color="grey", linestyle=":", label="chance")
 ax.set(yscale="log", xlabel="mean top-1 accuracy over both arms (%)", ylabel="Var(clamp) / Var(subtract)",
        title="Variance ratio against task difficulty")
-ax.legend()
+ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)  # outside: never over a point
 plt.show()
 
 # %% [markdown]
