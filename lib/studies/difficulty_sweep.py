@@ -43,7 +43,7 @@ PROFILES = {
                   knob="difficulty", levels=[0.1, 0.2, 0.3, 0.4, 0.5], seeds=5, layers=3, width=32, heads=2, patch=4,
                   epochs=6, batch_size=256, train_subset=0, probe_epochs=30, workers=2),
     # MNIST stands in for SVHN, which is not in ../shared/data. Study 1's cpu model; 5 levels x 2 arms
-    # x 5 seeds = 50 runs, about 85 minutes on 2 cores (see the notebook).
+    # x 5 seeds = 50 runs, 95 minutes on 2 cores (measured; see results/notebooks/03_difficulty_sweep_cpu.html).
     "cpu": dict(dataset="mnist", dataset_options={}, knob="aug_level", levels=[0, 1, 2, 3, 4], seeds=5, layers=4,
                 width=64, heads=4, patch=4, epochs=8, batch_size=256, train_subset=0, probe_epochs=50, workers=2),
     "paper": dict(dataset="svhn", dataset_options={}, knob="aug_level", levels=[0, 1, 2, 3, 4], seeds=5, layers=8,
