@@ -38,7 +38,7 @@ from typing import Callable
 import papermill
 import submitit
 
-from lib import PROJECT_ROOT
+from lib import PROJECT_ROOT, params
 from lib.cff import get_dataset, train_cff
 from lib.norms import train_norms
 from lib.params import PROFILE_NAMES, ParameterError
@@ -166,7 +166,7 @@ def slurm_executor(folder: Path, *, name: str, cluster: str = "slurm", timeout_m
     """A submitit executor for one array of runs (``cluster='local'``: submitit's local executor)."""
     if cluster not in SUBMITIT_CLUSTERS:
         raise ParameterError(f"submitit cluster={cluster!r} is not allowed: one of {', '.join(SUBMITIT_CLUSTERS)}")
-    _check_count("cpus_per_task", cpus_per_task)
+    params.integer("cpus_per_task", cpus_per_task, 1)
     if not (isinstance(timeout_min, (int, float)) and timeout_min > 0):
         raise ParameterError(f"timeout_min={timeout_min!r} is not allowed: a number of minutes > 0")
     if cluster == "local":
@@ -182,11 +182,6 @@ def slurm_executor(folder: Path, *, name: str, cluster: str = "slurm", timeout_m
     return executor
 
 
-def _check_count(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ParameterError(f"{name}={value!r} is not allowed: an integer >= 1")
-
-
 def submit_slurm(plan: Plan, executor: submitit.Executor, *, max_parallel: int = 16, wait: bool = False,
                  device: str = "cpu", task: RecordRun | None = None) -> list[submitit.Job]:
     """Submit the plan's missing runs as one array, at most ``max_parallel`` running at once
@@ -195,7 +190,7 @@ def submit_slurm(plan: Plan, executor: submitit.Executor, *, max_parallel: int =
     ``device`` is passed to train functions whose config does not hold it (CFF studies); the
     thread count of each task is the executor's ``cpus_per_task``.
     """
-    _check_count("max_parallel", max_parallel)
+    params.integer("max_parallel", max_parallel, 1)
     if not plan.missing:
         return []
     on_slurm = isinstance(executor, submitit.SlurmExecutor)
