@@ -37,7 +37,7 @@ from tqdm import tqdm  # plain bar: disable=None hides it off a terminal, e.g. u
 
 from lib import params
 from lib.augment import DISTORTION_LEVELS, augment, distort, normalize
-from lib.data import DATASETS, load_dataset
+from lib.data import DATASETS, data_shape, load_dataset
 from lib.diagnostics import clamp_activation_rate, positive_pair_density
 from lib.losses import MARGIN_MODES, STABILIZERS, margin_schedule, margin_supcon
 from lib.models import CFFViT
@@ -109,6 +109,9 @@ def cff_config(**overrides) -> dict:
         params.integer(name, c[name], 0)
     if c["width"] % c["heads"]:
         params.fail("width", c["width"], f"a multiple of heads={c['heads']}")
+    size = data_shape(c["dataset"], c["dataset_options"])[0]  # a bad image_size option fails in load_dataset
+    if isinstance(size, int) and size % c["patch"]:  # known before the data is loaded: fail now, not after
+        params.fail("patch", c["patch"], f"a divisor of the image size {size} of {c['dataset']}")
     padding, flip = AUGMENTATION[c["dataset"]]
     c["padding"] = params.integer("padding", padding if c["padding"] is None else c["padding"], 0)
     c["flip"] = params.flag("flip", flip if c["flip"] is None else c["flip"])

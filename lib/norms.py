@@ -36,9 +36,9 @@ from lib.augment import normalize
 from lib.cff import get_dataset
 from lib.data import DATASETS
 from lib.losses import decoupled_cross_view_nce, info_nce, simsiam_loss
-from lib.resnet import ResNet18, SimCLRNet
-from lib.ssl import (backbone_evaluation, check_data_and_device, embed, make_optimizer, param_groups, scaled_lr,
-                     start_run, train_epochs)
+from lib.resnet import RESNET_WIDTHS, ResNet18, SimCLRNet
+from lib.ssl import (activation_layout, backbone_evaluation, check_data_and_device, embed, make_optimizer, param_groups,
+                     scaled_lr, start_run, train_epochs)
 
 # ------------------------------------------------------------------------------ interventions
 
@@ -464,8 +464,7 @@ def norms_config(**overrides) -> dict:
         params.fail("imbalance_base", base, "0 (balanced) or a number >= 1")
     for name in ("temperature", "knn_temperature", "width", "lr", "cut"):
         params.number(name, c[name], 0.0, low_open=True)
-    if round(64 * c["width"]) < 1:
-        params.fail("width", c["width"], "at least 1/128, so that the first stage keeps a channel")
+    params.number("width", c["width"], RESNET_WIDTHS[0], RESNET_WIDTHS[1])
     params.number("momentum", c["momentum"], 0.0, 1.0)
     for name in ("weight_decay", "probe_weight_decay"):
         params.number(name, c[name], 0.0)
@@ -691,8 +690,8 @@ def train_norms(*, data_root: str | None = None, progress: bool | None = None, *
     x_train, y_train = ds.x_train[keep].to(device), ds.y_train[keep]
     if c["batch_size"] > len(keep):
         params.fail("batch_size", c["batch_size"], f"at most the {len(keep)} training images (an incomplete batch is dropped)")
-    memory_format = torch.channels_last if c["channels_last"] else torch.contiguous_format
-    model = build_model(c, ds.channels).to(device, memory_format=memory_format)
+    layout = activation_layout(c)
+    model = build_model(c, ds.channels).to(device, memory_format=layout)
     if c["cut"] != 1:
         cut_init(model, c["cut"])
     lr = scaled_lr(c["lr"], c["batch_size"], c["lr_scaling"])
@@ -711,7 +710,7 @@ def train_norms(*, data_root: str | None = None, progress: bool | None = None, *
         recorded_step, optimizer, x_train, epochs=c["epochs"], batch_size=c["batch_size"], lr=lr,
         warmup_epochs=c["warmup_epochs"], generator=gen, diagnostics=step_diagnostics(c["method"]),
         augmentation=dict(mean=ds.mean, std=ds.std, scale=(c["crop_min_scale"], 1.0), generator=gen),
-        memory_format=memory_format, desc=f"{c['method']} seed {c['seed']}", progress=progress)
+        memory_format=layout, desc=f"{c['method']} seed {c['seed']}", progress=progress)
     loop_s = time.perf_counter() - t_loop
     train_s = time.perf_counter() - t_start
 

@@ -48,8 +48,15 @@ def seeds(name: str, value: Any, minimum: int = 1) -> int:
     return value
 
 
+def _finite(value: int | float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int too large for a float
+        return False
+
+
 def number(name: str, value: Any, low: float = 0.0, high: float = math.inf, *, low_open: bool = False) -> float:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and _finite(value)
     ok = ok and (value > low if low_open else value >= low) and value <= high
     if not ok:
         bracket = "(" if low_open else "["

@@ -35,20 +35,25 @@ class BasicBlock(nn.Module):
         return self.relu(out)
 
 
+# The width multipliers a ResNet-18 is built at: from 1/128 (one channel in the first stage) to 16
+# (8,192 features; wider is a typo, and 64 * width would overflow a float for absurd values).
+RESNET_WIDTHS = (1 / 128, 16.0)
+
+
 class ResNet18(nn.Module):
     """ResNet-18 backbone with the CIFAR stem; ``forward`` returns the pooled features.
 
     Layout: conv3x3(C -> c, stride 1)-BN-ReLU, then four stages of two basic blocks with
-    c, 2c, 4c, 8c channels and strides 1, 2, 2, 2, global average pooling; c = round(64 * width).
+    c, 2c, 4c, 8c channels and strides 1, 2, 2, 2, global average pooling; c = max(1, round(64 * width)).
     The output has ``feature_dim`` = 8c features (512 * width). Initialisation as torchvision's
     ResNet: Kaiming-normal (fan-out) convolutions, BatchNorm weight 1 and bias 0.
     """
 
     def __init__(self, channels: int = 3, width: float = 1.0):
         super().__init__()
-        base = round(64 * width)
-        if not width > 0 or base < 1:
-            raise ValueError(f"width={width} must be at least 1/128, so that the first stage keeps a channel")
+        if not RESNET_WIDTHS[0] <= width <= RESNET_WIDTHS[1]:
+            raise ValueError(f"width={width} must be in [1/128, 16]: at least one channel in the first stage")
+        base = max(1, round(64 * width))  # 1/128 gives 0.5 channels, which round() takes to 0
         self.stem = nn.Sequential(nn.Conv2d(channels, base, 3, padding=1, bias=False), nn.BatchNorm2d(base),
                                   nn.ReLU(inplace=True))
         stages, in_channels = [], base

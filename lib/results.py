@@ -76,7 +76,10 @@ Writing the same records twice gives a byte-identical file.
 
 Errors: an ``OSError`` while writing (read-only folder, disk full, ...) is raised as
 ``ResultsStoreError`` naming the path and the cause; the target file is then unchanged and no
-temporary file is left behind.
+temporary file is left behind. A writer killed mid-write (SIGKILL, a dead node) cannot clean up:
+its temporary file ``.<name>.<host>.<pid>.<random>.tmp`` stays, is never read as a record, and
+``remove_stale_temp_files`` (``lib.sweep.run_sweep`` calls it first) deletes those whose process
+on this host is gone. Another host's are left alone: whether their writer lives is not known here.
 """
 from __future__ import annotations
 
@@ -271,10 +274,14 @@ def environment(exclude: Iterable[os.PathLike | str] = ()) -> dict:
 
 # --------------------------------------------------------------------------- atomic write
 
+_HOST = socket.gethostname().replace("/", "_")  # in temp file names
+
+
 def atomic_write_text(path: os.PathLike | str, text: str) -> None:
     """Write ``text`` (UTF-8, "\\n" line ends) to ``path`` atomically.
 
-    Writes a temp file ``.<name>.<random>.tmp`` in the same folder, flushes and fsyncs it, then
+    Writes a temp file ``.<name>.<host>.<pid>.<random>.tmp`` in the same folder (host and pid tell
+    :func:`remove_stale_temp_files` whether its writer still lives), flushes and fsyncs it, then
     ``os.replace``s it over ``path``. Parent folders are created. Any failure removes the temp
     file and leaves ``path`` as it was; an ``OSError`` (read-only folder, disk full, ...) is
     re-raised as ``ResultsStoreError`` naming ``path`` and the cause.
@@ -288,7 +295,7 @@ def atomic_write_text(path: os.PathLike | str, text: str) -> None:
     tmp: Path | None = None
     try:
         for _ in range(100):
-            cand = parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+            cand = parent / f".{path.name}.{_HOST}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
             try:
                 fd = os.open(cand, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
             except FileExistsError:
@@ -320,6 +327,29 @@ def atomic_write_text(path: os.PathLike | str, text: str) -> None:
             os.close(dfd)
     except OSError:
         pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: no signal, only the check that the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def remove_stale_temp_files(folder: os.PathLike | str) -> list[Path]:
+    """Delete the temp files in ``folder`` that :func:`atomic_write_text` left when its process was
+    killed mid-write: those written on this host by a process that no longer exists. Returns them."""
+    pattern = re.compile(rf"^\..+\.{re.escape(_HOST)}\.(\d+)\.[0-9a-f]{{12}}\.tmp$")
+    removed = []
+    for p in sorted(Path(folder).glob(".*.tmp")):
+        m = pattern.match(p.name)
+        if m and int(m[1]) != os.getpid() and not _alive(int(m[1])):
+            p.unlink(missing_ok=True)
+            removed.append(p)
+    return removed
 
 
 # --------------------------------------------------------------------------- the store
@@ -423,6 +453,10 @@ class ResultsStore:
         return sorted(out, key=lambda r: r["run_id"])
 
     # ---- writing
+
+    def remove_stale_temp_files(self) -> list[Path]:
+        """Delete the temp files of writers on this host that were killed mid-write (module docstring)."""
+        return remove_stale_temp_files(self.runs_dir) if self.runs_dir.is_dir() else []
 
     def write(self, config: dict, *, seed: int, dataset: str, status: str, metrics: dict,
               timings: dict, error: str | None = None, extra: dict | None = None) -> dict:

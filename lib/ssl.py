@@ -43,7 +43,7 @@ from lib.augment import normalize, simclr_views
 from lib.cff import get_dataset
 from lib.data import DATASETS, ImageDataset, load_dataset
 from lib.losses import flat_nce, info_nce, pair_logits
-from lib.resnet import SimCLRNet
+from lib.resnet import RESNET_WIDTHS, SimCLRNet
 
 LOSSES = ("infonce", "flatnce")
 OPTIMIZERS = ("lars", "sgd", "adam")
@@ -104,8 +104,7 @@ def simclr_config(**overrides) -> dict:
     params.choice("loss", c["loss"], LOSSES)
     for name in ("temperature", "knn_temperature", "width", "lr"):
         params.number(name, c[name], 0.0, low_open=True)
-    if round(64 * c["width"]) < 1:
-        params.fail("width", c["width"], "at least 1/128, so that the first stage keeps a channel")
+    params.number("width", c["width"], RESNET_WIDTHS[0], RESNET_WIDTHS[1])
     params.number("momentum", c["momentum"], 0.0, 1.0)
     for name in ("weight_decay", "probe_weight_decay"):
         params.number(name, c[name], 0.0)
@@ -437,6 +436,15 @@ def backbone_evaluation(c: dict, f_train: torch.Tensor, y_train: torch.Tensor, f
     }
 
 
+def activation_layout(c: dict) -> torch.memory_format:
+    """The activations' layout of a run: NHWC (``channels_last``) when the config asks for it, except
+    on the CPU with fewer than 8 channels in the first stage (width < 1/8): there oneDNN's
+    channels-last convolution backward on one thread writes past its buffers (torch 2.14.1; glibc
+    aborts with "double free or corruption"), so such tiny test-sized models run NCHW."""
+    tiny = c["device"] == "cpu" and round(64 * c["width"]) < 8
+    return torch.channels_last if c["channels_last"] and not tiny else torch.contiguous_format
+
+
 def start_run(c: dict, data_root: str | None) -> tuple[ImageDataset, torch.device, torch.Generator]:
     """The start every self-supervised run shares: ``(dataset, device, generator)``.
 
@@ -471,10 +479,9 @@ def train_simclr(*, data_root: str | None = None, progress: bool | None = None, 
     if bs > n:
         params.fail("batch_size", bs, f"at most the {n} training images (an incomplete batch is dropped)")
     x_train = ds.x_train[:n].to(device)
-    memory_format = torch.channels_last if c["channels_last"] else torch.contiguous_format
-
+    layout = activation_layout(c)
     model = SimCLRNet(ds.channels, c["width"], hidden_dim=c["projector_hidden"] or None, out_dim=c["projector_dim"],
-                      projector_bn=c["projector_bn"]).to(device, memory_format=memory_format)
+                      projector_bn=c["projector_bn"]).to(device, memory_format=layout)
     lr = scaled_lr(c["lr"], bs, c["lr_scaling"])
     optimizer = make_optimizer(model, c["optimizer"], lr=lr, momentum=c["momentum"], weight_decay=c["weight_decay"],
                                exclude_bias_and_norm=c["exclude_bias_and_norm"])
@@ -483,7 +490,7 @@ def train_simclr(*, data_root: str | None = None, progress: bool | None = None, 
     status, curves, step = train_epochs(
         lambda views: simclr_step(model, optimizer, views, loss=c["loss"], temperature=c["temperature"]),
         optimizer, x_train, epochs=c["epochs"], batch_size=bs, lr=lr, warmup_epochs=c["warmup_epochs"],
-        augmentation=augmentation, generator=gen, diagnostics=DIAGNOSTICS, memory_format=memory_format,
+        augmentation=augmentation, generator=gen, diagnostics=DIAGNOSTICS, memory_format=layout,
         desc=f"simclr {c['loss']} seed {c['seed']}", progress=progress)
     train_s = time.perf_counter() - t_start
 

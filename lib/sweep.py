@@ -115,6 +115,7 @@ def run_sweep(store: ResultsStore, configs: list[dict], train_fn: Callable, *, w
     """
     if not (isinstance(workers, int) and workers >= 1):
         raise ValueError(f"workers={workers!r} is not allowed: an integer >= 1")
+    store.remove_stale_temp_files()  # left by a sweep killed mid-write; its process is gone
     unique = {store.run_id(c): c for c in configs}
     todo = [c for c in unique.values() if force or not store.is_finished(c)]
     bar = tqdm(total=len(todo), desc=f"{store.study} [{store.profile}]", disable=None if progress is None else not progress)

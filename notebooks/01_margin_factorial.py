@@ -129,8 +129,9 @@ if "pooled" in out:
     w, pw = out["welch"], out["power"]
     display(Markdown(
         f"Welch's t-test, clamp − subtract: {w.mean_diff:+.2f} points, t = {w.t:.2f}, df = {w.df:.1f}, p = {w.p_value:.3g}.  \n"
-        f"Seeds per arm for 80% power (α = 0.05, two-sided, at the observed effects): mean difference "
-        f"(Cohen's d = {pw.cohens_d:.2f}) → {pw.n_mean}; variance ratio {pw.variance_ratio:.2f} → {pw.n_variance}."))
+        + (f"Seeds per arm for 80% power (α = 0.05, two-sided, at the observed effects): mean difference "
+           f"(Cohen's d = {pw.cohens_d:.2f}) → {pw.n_mean}; variance ratio {pw.variance_ratio:.2f} → {pw.n_variance}."
+           if pw is not None else "Seeds for 80% power: not computed, every subtract run has the same accuracy.")))
     if "anova" in out:
         display(out["anova"])
     fig, ax = plt.subplots(figsize=(5, 3.5))

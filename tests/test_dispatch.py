@@ -145,7 +145,9 @@ def test_a_run_reaching_its_time_limit_is_requeued_and_recorded_once(tmp_path):
             time.sleep(120)  # the time limit strikes here
         return stop_gradient.run(**config)
 
-    executor = dispatch.slurm_executor(tmp_path / "logs", name="t", cluster="local", timeout_min=15 / 60,
+    # 40 s per attempt: a requeued attempt (a fresh interpreter importing torch, then the run) must fit
+    # even on a loaded machine; at 15 s it timed out again when two other test processes ran beside it
+    executor = dispatch.slurm_executor(tmp_path / "logs", name="t", cluster="local", timeout_min=40 / 60,
                                        signal_delay_s=5, max_num_timeout=2)
     task = dispatch.RecordRun(p.store, slow_first_time, None, "cpu", threads=1)
     (job,) = dispatch.submit_slurm(p, executor, task=task)

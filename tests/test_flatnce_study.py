@@ -53,6 +53,27 @@ def test_gradient_identity_holds_to_rounding_for_any_temperature():
         assert study.gradient_identity_error(temperature=tau, seed=3) < 1e-12
 
 
+@pytest.mark.parametrize("wrong", ["negated", "infonce", "infonce_value"])
+def test_gradient_identity_fails_when_the_librarys_flatnce_is_wrong(monkeypatch, wrong):
+    """The check runs through lib.losses itself: a FlatNCE whose gradient is negated, or is InfoNCE's
+    (right direction, wrong per-anchor weights), or which reports a wrong InfoNCE value, is caught."""
+    from lib import losses
+
+    right = losses.flat_nce
+
+    def broken(z1, z2, temperature=0.1):
+        out = right(z1, z2, temperature)
+        if wrong == "negated":
+            return losses.FlatNCE(loss=2 - out.loss, info_nce=out.info_nce)
+        if wrong == "infonce":
+            info = losses.info_nce(z1, z2, temperature)
+            return losses.FlatNCE(loss=1 + info - info.detach(), info_nce=out.info_nce)
+        return losses.FlatNCE(loss=out.loss, info_nce=1.01 * out.info_nce)
+
+    monkeypatch.setattr(losses, "flat_nce", broken)
+    assert study.gradient_identity_error(seed=3) > 1e-3
+
+
 def fake_runs(effect_by_batch: dict, seeds: int = 4, noise: float = 0.5) -> pd.DataFrame:
     """A runs frame with InfoNCE at 50% and FlatNCE at 50% + effect points, plus seeded noise."""
     rng = np.random.default_rng(0)

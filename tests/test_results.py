@@ -277,6 +277,35 @@ def test_record_under_wrong_name_is_corrupt(store):
         assert len(store.records()) == 1
 
 
+@pytest.mark.parametrize("version", [0, 2, "1", None])
+def test_record_of_another_schema_version_is_not_read_nor_finished(store, version):
+    """A record written under another schema may mean other things by the same keys: never read as ours."""
+    rec = _write(store)
+    path = store.path(rec["run_id"])
+    text = json.loads(path.read_text())
+    text["schema_version"] = version
+    path.write_text(json.dumps(text))
+    with pytest.warns(ResultsStoreWarning, match=f"schema_version {version!r} != {R.SCHEMA_VERSION}"):
+        assert store.load(rec["run_id"]) is None
+    with pytest.warns(ResultsStoreWarning, match="schema_version"):
+        assert not store.is_finished(CFG)
+    with pytest.warns(ResultsStoreWarning, match="schema_version"):
+        assert store.records() == []
+
+
+def test_a_record_holding_another_config_under_this_hash_is_not_finished(store):
+    """The hash-collision guard: a record found under a config's run id whose stored config differs
+    (a collision of the 16-hex-digit hash, or a hand-edited file) does not count as that run done."""
+    rec = _write(store)
+    path = store.path(rec["run_id"])
+    text = json.loads(path.read_text())
+    text["config"] = dict(CFG, lr=0.2)  # same run_id and file name, another config
+    path.write_text(json.dumps(text))
+    assert store.load(rec["run_id"])["config"]["lr"] == 0.2  # a valid record otherwise
+    with pytest.warns(ResultsStoreWarning, match="holds another config with the same hash"):
+        assert not store.is_finished(CFG)
+
+
 # --------------------------------------------------------------------------- table
 
 def _fill(store):
@@ -327,7 +356,8 @@ def test_environment_fields():
                         "platform", "hostname", "device", "torch_threads"}
     assert isinstance(env["git_dirty"], bool)
     assert env["git_commit"] == "unknown" or len(env["git_commit"]) == 40
-    assert env["device"] == "cpu" or isinstance(env["device"], str)
+    import torch  # the device is the CUDA device's name when there is one, else "cpu"
+    assert env["device"] == (torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu")
 
 
 def test_environment_without_git(monkeypatch):

@@ -533,3 +533,13 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before, pages)
     assert run.returncode == 0, run.stderr
     faults, pages = map(int, run.stdout.split())
     assert faults < 2 * pages
+
+
+def test_tiny_models_on_the_cpu_run_nchw_where_onednn_corrupts_the_heap():
+    """Below 8 first-stage channels on the CPU, channels-last convolutions are avoided (a oneDNN
+    heap overflow on one thread); every other run keeps the layout its config asks for."""
+    from lib.ssl import activation_layout
+
+    assert activation_layout(simclr_config(width=1 / 16)) == torch.contiguous_format
+    assert activation_layout(simclr_config(width=1 / 8)) == torch.channels_last
+    assert activation_layout(simclr_config(width=1 / 8, channels_last=False)) == torch.contiguous_format

@@ -5,6 +5,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import special
 from scipy import stats as st
 from statsmodels.stats.power import TTestIndPower
 
@@ -95,6 +96,34 @@ def test_levene_matches_scipy_and_bf_differs_on_skewed():
     assert abs(res["levene"].statistic - res["brown_forsythe"].statistic) > 0.05 * res["levene"].statistic
 
 
+def _levene_by_hand(a, b, centre) -> tuple[float, float]:
+    """W = (N - k)/(k - 1) sum_i n_i (zbar_i - zbar)^2 / sum_ij (z_ij - zbar_i)^2, z = |x - centre(x)|,
+    p = F.sf(W; k - 1, N - k) through the regularized incomplete beta function."""
+    z = [np.abs(np.asarray(x, float) - centre(x)) for x in (a, b)]
+    grand = np.concatenate(z).mean()
+    n = sum(len(g) for g in z)
+    between = sum(len(g) * (g.mean() - grand) ** 2 for g in z)
+    within = sum(((g - g.mean()) ** 2).sum() for g in z)
+    w = (n - 2) / 1 * between / within
+    return w, float(special.betainc((n - 2) / 2, 0.5, (n - 2) / (n - 2 + w)))
+
+
+def test_levene_and_brown_forsythe_match_a_hand_computed_case():
+    # b's outlier moves its mean, not its median: the two centrings differ
+    a, b = [1.0, 2.0, 3.0, 4.0, 5.0], [2.0, 2.5, 3.0, 3.5, 12.0]
+    res = S.levene_tests(a, b)
+    for key, centre in (("levene", np.mean), ("brown_forsythe", np.median)):
+        w, p = _levene_by_hand(a, b, centre)
+        assert res[key].statistic == pytest.approx(w, rel=1e-12)
+        assert res[key].p_value == pytest.approx(p, rel=1e-9)
+    # mean-centred: z_a = [2, 1, 0, 1, 2], z_b = [2.6, 2.1, 1.6, 1.1, 7.4]: W by hand on paper
+    zb = np.array([2.6, 2.1, 1.6, 1.1, 7.4])
+    grand = (1.2 + 2.96) / 2  # the group means of z, equal sizes
+    between = 5 * ((1.2 - grand) ** 2 + (2.96 - grand) ** 2)
+    within = 2.8 + ((zb - 2.96) ** 2).sum()
+    assert res["levene"].statistic == pytest.approx(8 * between / within, rel=1e-12)
+
+
 # --------------------------------------------------------------------------- bootstrap
 def test_bootstrap_contains_sample_ratio_and_is_deterministic(vr590):
     a, b = vr590
@@ -128,6 +157,44 @@ def test_bootstrap_narrows_with_n_and_covers_true_ratio():
     lo, hi = S.bootstrap_ratio_ci(a, b, n_boot=4000)
     assert lo < 4.0 < hi
     assert (hi - lo) < 0.6 * (small[1] - small[0])
+
+
+def _exact_bootstrap_ratios(a, b) -> np.ndarray:
+    """Every equally likely resample pair of a tiny two-sample bootstrap: Var(a*)/Var(b*), all n^n x m^m."""
+    import itertools
+
+    def variances(x):
+        return np.array([np.var(np.asarray(x)[list(i)], ddof=1) for i in itertools.product(range(len(x)), repeat=len(x))])
+
+    va, vb = variances(a), variances(b)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (va[:, None] / vb[None, :]).ravel()
+
+
+def _exact_quantile(ratios: np.ndarray, q: float) -> float:
+    """The q-quantile of a discrete distribution given by equally likely atoms (inf allowed)."""
+    s = np.sort(ratios)
+    return float(s[int(math.floor(q * (len(s) - 1)))])
+
+
+@pytest.mark.filterwarnings("ignore:bootstrap_ratio_ci.*ratio \\+inf:RuntimeWarning")
+def test_bootstrap_drops_resamples_where_both_variances_are_zero():
+    """a = [0, 0, 1], b = [0, 0, 0, 1]: a ninth of the resample pairs has Var(a*) = Var(b*) = 0 (ratio
+    0/0). They are dropped, not sorted in: enumerated exactly, the 28% and 72% quantiles of the other
+    ratios are 1 and 4/3, inside their atoms, so 100,000 resamples hit them exactly. Kept as the
+    largest values, the 0/0 pairs would push the 72% quantile up to inf."""
+    a, b = [0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 1.0]
+    exact = _exact_bootstrap_ratios(a, b)
+    degenerate = np.isnan(exact)
+    assert degenerate.mean() == pytest.approx((1 / 3) * (82 / 256))  # P(Var(a*) = 0) P(Var(b*) = 0)
+    kept = exact[~degenerate]
+    expected = (_exact_quantile(kept, 0.28), _exact_quantile(kept, 0.72))
+    assert expected == pytest.approx((1.0, 4 / 3), rel=1e-12)
+    not_dropped = np.where(degenerate, np.inf, exact)  # what sorting the 0/0 pairs to the top would give
+    assert _exact_quantile(not_dropped, 0.72) == np.inf
+    with pytest.warns(RuntimeWarning, match="dropped"):
+        got = S.bootstrap_ratio_ci(a, b, n_boot=100_000, level=0.44, seed=1)
+    assert got == pytest.approx(expected, rel=1e-12)
 
 
 def test_quantiles_allowing_inf():
@@ -204,6 +271,65 @@ def test_two_way_anova_single_level_factor_fits_reduced_model():
         S.two_way_anova(df, "top1", "margin_mode", "stabiliser")
 
 
+def _rss(y: np.ndarray, *factors: np.ndarray) -> tuple[float, int]:
+    """Residual sum of squares and parameter count of the additive treatment-coded model, by numpy
+    least squares (independent of statsmodels)."""
+    columns = [np.ones_like(y)]
+    for f in factors:
+        columns += [(f == level).astype(float) for level in sorted(set(f))[1:]]
+    x = np.column_stack(columns)
+    beta, *_ = np.linalg.lstsq(x, y, rcond=None)
+    return float(((y - x @ beta) ** 2).sum()), x.shape[1]
+
+
+def _additive_anova_by_hand(df: pd.DataFrame, y: str, a: str, b: str) -> dict:
+    """Type-II sums of squares of y ~ A + B: SS_A = RSS(B) - RSS(A + B), SS_B = RSS(A) - RSS(A + B)."""
+    yy, fa, fb = df[y].to_numpy(float), df[a].to_numpy(), df[b].to_numpy()
+    rss, params = _rss(yy, fa, fb)
+    df_res = len(yy) - params
+    out = {"Residual": (rss, df_res)}
+    for name, without, levels in ((a, _rss(yy, fb)[0], len(set(fa))), (b, _rss(yy, fa)[0], len(set(fb)))):
+        ss = without - rss
+        f = (ss / (levels - 1)) / (rss / df_res)
+        out[name] = (ss, levels - 1, f, float(special.betainc(df_res / 2, (levels - 1) / 2, df_res / (df_res + (levels - 1) * f))))
+    return out
+
+
+def _check_against_hand(tab: pd.DataFrame, hand: dict, a: str, b: str) -> None:
+    assert list(tab.index) == [a, b, "Residual"]  # no interaction row: it is not estimable
+    assert tab.loc["Residual", "sum_sq"] == pytest.approx(hand["Residual"][0], rel=1e-9)
+    assert tab.loc["Residual", "df"] == hand["Residual"][1]
+    for name in (a, b):
+        ss, df, f, p = hand[name]
+        assert tab.loc[name, ["sum_sq", "df", "F", "PR(>F)"]].tolist() == pytest.approx([ss, df, f, p], rel=1e-9)
+
+
+def test_two_way_anova_one_observation_per_cell_fits_the_additive_model():
+    """2 x 3 cells, one run each: the interaction model has no residual degrees of freedom."""
+    df = pd.DataFrame({"arm": ["clamp"] * 3 + ["subtract"] * 3, "batch": [16, 32, 64] * 2,
+                       "acc": [50.0, 53.0, 55.0, 47.0, 51.0, 52.5]})
+    with pytest.warns(UserWarning, match="one observation per cell"):
+        tab = S.two_way_anova(df, "acc", "arm", "batch")
+    assert tab.attrs["model"] == "'acc' ~ C('arm') + C('batch')"
+    hand = _additive_anova_by_hand(df, "acc", "arm", "batch")
+    assert hand["Residual"][1] == (2 - 1) * (3 - 1)  # a balanced table: (a - 1)(b - 1) residual df
+    _check_against_hand(tab, hand, "arm", "batch")
+
+
+def test_two_way_anova_with_an_empty_cell_fits_the_additive_model():
+    """subtract x direct never ran: the interaction cannot be estimated; unbalanced, so type-II SS
+    do not add up to the total, and each main effect is the drop in RSS when it joins the other."""
+    rng = np.random.default_rng(3)
+    cells = [("clamp", "detach", 3), ("clamp", "direct", 2), ("subtract", "detach", 4)]
+    df = pd.DataFrame([{"margin_mode": m, "stabilizer": s, "top1": 60 + 4 * (m == "clamp") + rng.normal()}
+                       for m, s, n in cells for _ in range(n)])
+    with pytest.warns(UserWarning, match="1 empty cell"):
+        tab = S.two_way_anova(df, "top1", "margin_mode", "stabilizer")
+    assert "empty cell" in tab.attrs["note"]
+    _check_against_hand(tab, _additive_anova_by_hand(df, "top1", "margin_mode", "stabilizer"),
+                        "margin_mode", "stabilizer")
+
+
 # --------------------------------------------------------------------------- power
 @pytest.mark.parametrize("ratio", [5.90, 2.98])
 def test_seeds_for_variance_ratio_exact_and_monte_carlo(ratio):
@@ -221,6 +347,33 @@ def test_seeds_for_variance_ratio_exact_and_monte_carlo(ratio):
         p = np.minimum(1, 2 * np.minimum(st.f.cdf(f, m - 1, m - 1), st.f.sf(f, m - 1, m - 1)))
         mc = (p <= 0.05).mean()
         assert mc == pytest.approx(S.variance_ratio_power(ratio, m), abs=0.03)
+
+
+@pytest.mark.parametrize("ratio", [0.2, 1.0, 3.0, 40.0])
+def test_variance_ratio_power_with_two_seeds_per_arm_is_the_closed_form(ratio):
+    """n = 2 per arm: F(1, 1) has cdf (2/pi) arctan(sqrt(x)), so the critical values and the power
+    have a closed form: power = 1 - cdf(f_hi / R) + cdf(f_lo / R), sqrt(f_hi) = tan(pi/2 (1 - alpha/2)),
+    sqrt(f_lo) = tan(pi/2 alpha/2)."""
+    def cdf(x):
+        return 2 / math.pi * math.atan(math.sqrt(x))
+
+    f_hi, f_lo = math.tan(math.pi / 2 * 0.975) ** 2, math.tan(math.pi / 2 * 0.025) ** 2
+    expected = 1 - cdf(f_hi / ratio) + cdf(f_lo / ratio)
+    assert S.variance_ratio_power(ratio, 2) == pytest.approx(expected, rel=1e-10)
+
+
+@pytest.mark.parametrize("d", [0.6, 1.5])
+def test_seeds_for_mean_difference_is_the_smallest_n_with_power_by_the_noncentral_t(d):
+    """Independent of statsmodels: the two-sided t-test's power at n per arm is P(|T| > t_crit) with
+    T ~ noncentral t(2n - 2, d sqrt(n / 2)) (scipy's nct); the answer is the first n reaching 0.8."""
+    def power(n):
+        df, nc = 2 * n - 2, d * math.sqrt(n / 2)
+        t = st.t.ppf(0.975, df)
+        return st.nct.sf(t, df, nc) + st.nct.cdf(-t, df, nc)
+
+    rng = np.random.default_rng(1)
+    n = S.seeds_for_mean_difference(_standardized(rng, 10) + d, _standardized(rng, 10))
+    assert power(n) >= 0.8 > power(n - 1)
 
 
 def test_variance_ratio_power_at_null_is_alpha():

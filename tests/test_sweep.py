@@ -1,7 +1,6 @@
 """The dispatcher: resume after a kill, failures recorded and retried, parallel workers."""
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -19,38 +18,42 @@ from lib.sweep import run_sweep
 from tests.conftest import TINY_CFF
 
 SWEEP_SCRIPT = textwrap.dedent("""
-    import sys
+    import os, sys, time
+    from pathlib import Path
+    import lib.sweep
     from lib.cff import cff_config, train_cff
     from lib.results import ResultsStore
     from lib.sweep import run_sweep
     from tests.conftest import TINY_CFF
-    store = ResultsStore(sys.argv[1], "sweep_test", "smoke")
-    configs = [cff_config(seed=s, **TINY_CFF) for s in range(6)]
-    run_sweep(store, configs, train_cff, progress=False)
+
+    # argv: results root, then optionally where to stop and wait for the kill: "run:K" (before run
+    # K starts, K records written) or "write:K" (inside the write of record K + 1, its temp file
+    # written, not yet renamed over the record). The sweep runs seeds 0-5 in order, in one process.
+    root, pause = Path(sys.argv[1]), (sys.argv[2] if len(sys.argv) > 2 else "")
+    store = ResultsStore(root, "sweep_test", "smoke")
+
+    def wait_for_the_kill():
+        (root / "paused").write_text(str(os.getpid()))
+        time.sleep(600)
+
+    if pause.startswith("run:"):
+        run_one, at = lib.sweep.run_one, int(pause[4:])
+        def paused_run_one(train_fn, config, *args):
+            if config["seed"] == at:
+                wait_for_the_kill()
+            return run_one(train_fn, config, *args)
+        lib.sweep.run_one = paused_run_one
+    elif pause.startswith("write:"):
+        replace, at = os.replace, int(pause[6:])
+        def paused_replace(src, dst):
+            if Path(dst).parent == store.runs_dir and len(list(store.runs_dir.glob("*.json"))) == at:
+                wait_for_the_kill()
+            replace(src, dst)
+        os.replace = paused_replace
+
+    run_sweep(store, [cff_config(seed=s, **TINY_CFF) for s in range(6)], train_cff, progress=False)
 """)
 
-
-def test_killed_sweep_resumes_and_records_every_run_once(tmp_path):
-    root = Path(__file__).resolve().parents[1]
-    runs = tmp_path / "runs" / "sweep_test" / "smoke"
-    cmd = [sys.executable, "-c", SWEEP_SCRIPT, str(tmp_path)]
-    proc = subprocess.Popen(cmd, cwd=root, start_new_session=True)
-    deadline = time.time() + 120
-    while time.time() < deadline and len(list(runs.glob("*.json"))) < 2:
-        time.sleep(0.05)
-    os.killpg(proc.pid, signal.SIGKILL)  # mid-sweep, no chance to clean up
-    proc.wait()
-    before = {p.name: p.read_text() for p in runs.glob("*.json")}
-    assert 2 <= len(before) < 6, "the kill should land part-way through the sweep"
-    subprocess.run(cmd, cwd=root, check=True)
-    after = {p.name: p.read_text() for p in runs.glob("*.json")}
-    assert len(after) == 6
-    assert not list(runs.glob(".*"))  # no temp file left behind
-    for name, text in before.items():
-        assert after[name] == text  # finished runs were not re-run
-    records = [json.loads(t) for t in after.values()]
-    assert sorted(r["seed"] for r in records) == list(range(6))
-    assert all(r["status"] == "ok" for r in records)
 
 
 def _flaky(*, data_root=None, progress=None, **config):
@@ -79,37 +82,84 @@ def test_parallel_workers_give_the_same_records_as_one_process(tmp_path):
     configs = [cff_config(seed=s, **TINY_CFF) for s in range(2)]
     serial = run_sweep(ResultsStore(tmp_path / "a", "t", "smoke"), configs, train_cff, progress=False)
     parallel = run_sweep(ResultsStore(tmp_path / "b", "t", "smoke"), configs, train_cff, workers=2, progress=False)
-    for s, p in zip(serial, parallel):
+    assert len(serial) == len(parallel) == len(configs)
+    for s, p in zip(serial, parallel, strict=True):
         assert s["run_id"] == p["run_id"]
         assert s["metrics"]["curves"] == p["metrics"]["curves"]
         assert s["metrics"]["top1"] == p["metrics"]["top1"]
 
 
 STABLE_COLUMNS_DROPPED = ("started_at", "wall_s", "git_commit", "git_dirty")  # when and where, not what
+ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("trial", range(4))
-def test_kill_at_a_random_moment_then_resume_gives_the_uninterrupted_table(tmp_path, trial):
-    """Fault trial: SIGKILL the sweep's whole process group after a random delay (seeded per trial),
-    re-run it, and compare with a sweep that was never interrupted."""
-    root = Path(__file__).resolve().parents[1]
-    killed, clean = tmp_path / "killed", tmp_path / "clean"
-    cmd = [sys.executable, "-c", SWEEP_SCRIPT]
-    delay = random.Random(trial).uniform(0.5, 8.0)
-    proc = subprocess.Popen(cmd + [str(killed)], cwd=root, start_new_session=True)
-    time.sleep(delay)
-    os.killpg(proc.pid, signal.SIGKILL)
+def _sweep(results: Path, pause: str = "", **popen) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", SWEEP_SCRIPT, str(results), pause], cwd=ROOT, **popen)
+
+
+def _table(results: Path) -> pd.DataFrame:
+    return ResultsStore(results, "sweep_test", "smoke").table().drop(columns=list(STABLE_COLUMNS_DROPPED))
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """The table of the same sweep, never interrupted."""
+    results = tmp_path_factory.mktemp("clean")
+    assert _sweep(results).wait() == 0
+    return _table(results)
+
+
+@pytest.mark.parametrize("where,count", [("run", 0), ("run", 2), ("run", 5), ("write", 0), ("write", 3), ("write", 5)])
+def test_a_sweep_killed_where_chosen_resumes_to_the_uninterrupted_table(tmp_path, uninterrupted, where, count):
+    """Fault trial: SIGKILL the sweep's process group at a chosen moment -- before run ``count``
+    starts, or inside the write of record ``count`` + 1 (its temp file complete, not yet renamed) --
+    check what the kill left, re-run the sweep, and compare with the sweep that was never killed."""
+    runs = tmp_path / "runs" / "sweep_test" / "smoke"
+    proc = _sweep(tmp_path, f"{where}:{count}", start_new_session=True)
+    deadline = time.time() + 120
+    while not (tmp_path / "paused").exists():
+        assert proc.poll() is None and time.time() < deadline, "the sweep ended before reaching the pause"
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)  # no chance to clean up
     proc.wait()
-    subprocess.run(cmd + [str(killed)], cwd=root, check=True)
-    subprocess.run(cmd + [str(clean)], cwd=root, check=True)
 
-    runs = killed / "runs" / "sweep_test" / "smoke"
-    assert not list(runs.glob(".*")), "a temporary file survived the kill"
-    records = [json.loads(p.read_text()) for p in sorted(runs.glob("*.json"))]  # every file parses
+    before = {p.name: p.read_text() for p in runs.glob("*.json")}
+    assert len(before) == count, "the kill landed where the trial says"
+    temp = list(runs.glob(".*.tmp"))
+    if where == "write":  # killed between the temp file's fsync and its rename
+        assert len(temp) == 1
+        written = json.loads(temp[0].read_text())
+        assert written["seed"] == count and f"{written['run_id']}.json" not in before
+    else:
+        assert temp == []
+    assert len(ResultsStore(tmp_path, "sweep_test", "smoke").records()) == count  # the temp file is no record
+
+    assert _sweep(tmp_path).wait() == 0
+    assert not list(runs.glob(".*")), "the killed writer's temp file survived the resume"
+    after = {p.name: p.read_text() for p in runs.glob("*.json")}
+    assert all(after[name] == text for name, text in before.items()), "a finished run was re-run"
+    records = [json.loads(text) for text in after.values()]  # every file parses
     assert sorted(r["seed"] for r in records) == list(range(6)), "each run recorded exactly once"
-    tables = [ResultsStore(r, "sweep_test", "smoke").table().drop(columns=list(STABLE_COLUMNS_DROPPED))
-              for r in (killed, clean)]
-    pd.testing.assert_frame_equal(tables[0], tables[1])
+    pd.testing.assert_frame_equal(_table(tmp_path), uninterrupted)
+
+
+def test_a_live_writers_temp_file_is_kept(tmp_path):
+    """Only temp files of dead writers on this host are removed: a live process's (this one's), or
+    another host's, may be mid-write."""
+    from lib.results import remove_stale_temp_files
+    import socket
+
+    host = socket.gethostname()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    files = {name: tmp_path / name for name in (
+        f".a.json.{host}.{dead.pid}.0123456789ab.tmp",      # dead writer, this host: removed
+        f".b.json.{host}.{os.getpid()}.0123456789ab.tmp",   # live writer: kept
+        f".c.json.another-host.{dead.pid}.0123456789ab.tmp")}  # unknown writer: kept
+    for path in files.values():
+        path.write_text("{}")
+    assert remove_stale_temp_files(tmp_path) == [files[f".a.json.{host}.{dead.pid}.0123456789ab.tmp"]]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(list(files)[1:])
 
 
 def test_every_record_carries_the_command_that_reproduces_it(tmp_path):

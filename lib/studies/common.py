@@ -104,7 +104,15 @@ def runs_frame(records: list[dict], factors: dict[str, Callable[[dict], Any]] | 
 
 
 def variance_comparison(a: np.ndarray, b: np.ndarray, *, seed: int = 0) -> dict:
-    """VR = Var(a)/Var(b) with the F-test, Levene, Brown-Forsythe and a bootstrap 95% CI."""
+    """VR = Var(a)/Var(b) with the F-test, Levene, Brown-Forsythe and a bootstrap 95% CI.
+
+    When every value of ``b`` is the same (e.g. a collapsed representation that predicts one class at
+    every seed) VR is undefined: every entry but the sizes is NaN, which the tables report rather
+    than fail on.
+    """
+    if np.var(b, ddof=1) == 0:
+        return dict(n_a=len(a), n_b=len(b), vr=np.nan, f_p=np.nan, ci_low=np.nan, ci_high=np.nan,
+                    levene_p=np.nan, brown_forsythe_p=np.nan)
     vr = stats.variance_ratio_test(a, b)
     lev = stats.levene_tests(a, b)
     low, high = stats.bootstrap_ratio_ci(a, b, seed=seed)
@@ -115,8 +123,7 @@ def variance_comparison(a: np.ndarray, b: np.ndarray, *, seed: int = 0) -> dict:
 def compare_margin_arms(runs: pd.DataFrame, metric: str = "top1") -> dict | None:
     """Clamp against subtract on finished runs: accuracy (``metric``) and layer-0 CAR in percent.
 
-    Returns ``variance`` (:func:`variance_comparison` of the accuracy, clamp over subtract; NaN
-    entries when every subtract run has the same accuracy), ``welch``
+    Returns ``variance`` (:func:`variance_comparison` of the accuracy, clamp over subtract), ``welch``
     (Welch's t-test of the means, clamp - subtract), ``mean_clamp``/``mean_subtract`` and
     ``car_layer0_clamp``/``car_layer0_subtract``; None when an arm has fewer than 2 runs.
     """
@@ -125,14 +132,7 @@ def compare_margin_arms(runs: pd.DataFrame, metric: str = "top1") -> dict | None
     if len(clamp) < 2 or len(subtract) < 2:
         return None
     a, b = 100 * clamp[metric].to_numpy(), 100 * subtract[metric].to_numpy()
-    if np.var(b, ddof=1) == 0:
-        # Every subtract seed gave the same accuracy (e.g. a collapsed representation that predicts
-        # one class): VR is undefined, which the tables say rather than fail on.
-        variance = dict(n_a=len(a), n_b=len(b), vr=np.nan, f_p=np.nan, ci_low=np.nan, ci_high=np.nan,
-                        levene_p=np.nan, brown_forsythe_p=np.nan)
-    else:
-        variance = variance_comparison(a, b)
-    return dict(variance=variance, welch=stats.welch_t_test(a, b),
+    return dict(variance=variance_comparison(a, b), welch=stats.welch_t_test(a, b),
                 mean_clamp=a.mean(), mean_subtract=b.mean(),
                 car_layer0_clamp=100 * clamp.car_layer0.mean(), car_layer0_subtract=100 * subtract.car_layer0.mean())
 

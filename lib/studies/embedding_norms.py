@@ -22,16 +22,12 @@ import pandas as pd
 from scipy import stats as st
 
 from lib import params
-from lib.data import DATASETS
+from lib.data import DATASETS, data_shape
 from lib.norms import (METHODS, SIMCLR_LOSSES, imbalance_base, loglog_slope, norms_config, ood_label,
                        rank_correlation)
 
 STUDY = "04_embedding_norms"
 INTERVENTIONS = ("default", "weight_decay", "cut_init", "grad_scale", "cut_init+grad_scale")
-
-# Image size and channels of each dataset as stored; the unseen sets are converted to the training data's.
-NATIVE_SHAPE = {"cifar10": (32, 3), "cifar100": (32, 3), "svhn": (32, 3), "fashion_mnist": (28, 1), "mnist": (28, 1),
-                "digits": (8, 1), "shapes": (16, 3)}
 
 # Method settings [code] unless marked: SimCLR's projector to 128, temperature 0.5, weight decay 1e-6,
 # cut c = 3; SimSiam's weight decay 5e-4, cut c = 9. Base learning rates (scaled by B / 256) are
@@ -177,12 +173,6 @@ def _weight_decays(s: dict, p: dict) -> dict:
     return decays
 
 
-def data_shape(dataset: str, options: dict) -> tuple[int, int]:
-    """(image size, channels) a dataset is loaded at with these options."""
-    size, channels = NATIVE_SHAPE[dataset]
-    return options.get("image_size", size), options.get("channels", channels)
-
-
 def _ood_entry(entry, s: dict) -> dict:
     """An unseen set as {"dataset", "dataset_options"}, converted to the training data's size and channels."""
     allowed = ('a list of dataset names or {"dataset": name, "dataset_options": {...}} dicts (shapes options: '
@@ -192,6 +182,7 @@ def _ood_entry(entry, s: dict) -> dict:
     if (not isinstance(entry, dict) or entry.get("dataset") not in DATASETS
             or not isinstance(entry.get("dataset_options", {}), dict) or set(entry) - {"dataset", "dataset_options"}):
         params.fail("ood", s["ood"], allowed)
+    # the unseen sets are converted to the training data's size and channels
     size, channels = data_shape(s["dataset"], s["dataset_options"])
     options = dict(entry.get("dataset_options", {}))
     if entry["dataset"] == "shapes":
@@ -393,10 +384,11 @@ def ood_table(runs: pd.DataFrame, labels: list[str]) -> pd.DataFrame:
     """Part (d), OOD: AUROC of the norm as an in-distribution score, per balanced run and unseen set,
     with the mean norm of the test set and of the unseen set."""
     ok = runs[(runs.status == "ok") & (runs.data == "balanced")]
-    rows = [dict(method=r.method, intervention=r.intervention, seed=r.seed, unseen=label,
-                 auroc=getattr(r, f"auroc_{label}"), p=getattr(r, f"auroc_p_{label}"), norm_test=r.norm_mean_test,
-                 norm_unseen=getattr(r, f"norm_mean_{label}"))
-            for r in ok.itertuples() for label in labels if f"auroc_{label}" in ok]
+    # rows as dicts, not itertuples: a label such as "shapes_difficulty0.5" is no Python identifier
+    rows = [dict(method=r["method"], intervention=r["intervention"], seed=r["seed"], unseen=label,
+                 auroc=r[f"auroc_{label}"], p=r[f"auroc_p_{label}"], norm_test=r["norm_mean_test"],
+                 norm_unseen=r[f"norm_mean_{label}"])
+            for r in ok.to_dict("records") for label in labels if f"auroc_{label}" in ok]
     return pd.DataFrame(rows)
 
 

@@ -100,7 +100,7 @@ def analyze(runs: pd.DataFrame, s: dict) -> dict:
     main = ok[ok.m0 == s["m0"]]
     clamp = main[main.margin_mode == "clamp"]
     subtract = main[main.margin_mode == "subtract"]
-    out: dict = {"n_ok": len(ok), "n_not_ok": int((runs.status != "ok").sum())}
+    out: dict = {"n_ok": len(ok), "n_not_ok": int((runs.status != "ok").sum()), "m0": s["m0"], "dose_m0": s["dose_m0"]}
     out["cells"] = (main.groupby(["margin_mode", "stabilizer"])
                     .agg(n=("top1", "size"), mean_top1=("top1", "mean"), std_top1=("top1", "std"),
                          var_top1=("top1", "var"), car_layer0=("car_layer0", "mean"),
@@ -114,7 +114,8 @@ def analyze(runs: pd.DataFrame, s: dict) -> dict:
             out[key] = arms[key]
         out["grad_norm_ratio_subtract_over_clamp"] = subtract.grad_norm_layer0.mean() / clamp.grad_norm_layer0.mean()
         out["grad_norm_welch"] = stats.welch_t_test(subtract.grad_norm_layer0.to_numpy(), clamp.grad_norm_layer0.to_numpy())
-        out["power"] = stats.seeds_for_power(a, b)
+        # None when every subtract run has the same accuracy: no observed ratio to plan for
+        out["power"] = stats.seeds_for_power(a, b) if np.var(b, ddof=1) > 0 else None
         out["stabilizer_pairs"] = stabilizer_pairs(main)
         if out["stabilizer_pairs"]["identical"] and len(s["stabilizers"]) > 1:
             # Identical twins are one observation, not two: test on one stabiliser's runs alone.
@@ -142,11 +143,15 @@ def paper_vs_reproduced(out: dict) -> pd.DataFrame:
         row("everything", "too few finished runs", "", "", "not measured")
         return pd.DataFrame(rows)
     p = out["pooled"]
+    measured = np.isfinite(p["vr"])  # not when every subtract run has the same accuracy
     row("VR = Var(clamp)/Var(subtract), pooled", f"{p['vr']:.2f}", "5.90", "[paper]",
         common.verdict_variance_ratio(p["vr"], p["f_p"], 5.90))
     row("F-test p (two-sided)", f"{p['f_p']:.3g}", "0.003", "[paper]",
-        "reproduced (p < 0.05)" if p["f_p"] < 0.05 else "not reproduced at this scale (p >= 0.05)")
+        "not measured" if not measured else
+        "not reproduced at this scale (p >= 0.05)" if p["f_p"] >= 0.05 else
+        "reproduced (p < 0.05)" if p["vr"] > 1 else "not reproduced: p < 0.05, but clamp's variance is the smaller")
     row("bootstrap 95% CI of VR", f"[{p['ci_low']:.2f}, {p['ci_high']:.2f}]", "[1.62, 15.80]", "[paper]",
+        "not measured" if not measured else
         "excludes 1, as published" if p["ci_low"] > 1 else ("excludes 1, opposite side" if p["ci_high"] < 1 else "includes 1: not reproduced at this scale"))
     if "one_stabilizer" in out:
         o = out["one_stabilizer"]
@@ -173,13 +178,14 @@ def paper_vs_reproduced(out: dict) -> pd.DataFrame:
     else:
         g_verdict = "not reproduced at this scale: higher under clamp"
     row("layer-0 gradient norm, subtract / clamp (Welch p)", f"{g:.2f}x (p = {gp:.2g})", "4.0x", "[summary]", g_verdict)
-    if "dose" in out:
-        d = out["dose"]
+    if "dose" in out and np.isfinite(out["dose"]["vr"]) and measured:
+        d, m0 = out["dose"], f"m0 = {out['m0']:g}"
         smaller = d["vr"] < p["vr"]
-        row("dose-response: VR with m0 = 0.2 (F-test p)", f"{d['vr']:.2f} (p = {d['f_p']:.2g})", "2.98", "[summary]",
-            ("reproduced: smaller than at m0 = 0.4" if smaller and d["vr"] > 1 else
-             "smaller than at m0 = 0.4, but not above 1" if smaller else
-             "not reproduced as a dose-response: VR is larger than at m0 = 0.4"
+        row(f"dose-response: VR with m0 = {out['dose_m0']:g} (F-test p)", f"{d['vr']:.2f} (p = {d['f_p']:.2g})",
+            "2.98", "[summary]",
+            (f"reproduced: smaller than at {m0}" if smaller and d["vr"] > 1 else
+             f"smaller than at {m0}, but not above 1" if smaller else
+             f"not reproduced as a dose-response: VR is larger than at {m0}"
              + (" (and clamp variance is significantly above subtract's)" if d["vr"] > 1 and d["f_p"] < 0.05 else "")))
     if np.isfinite(p["vr"]) and p["vr"] > 0:
         row("seeds of subtract that match 11 clamp seeds (11 / VR)", f"{11 / p['vr']:.1f}", "about 2", "[summary]",

@@ -1,0 +1,214 @@
+"""Mutation check: plant each known bug in a copy of the project and show that a test catches it.
+
+    python -m tests.mutation_check            # every mutation (about 10 minutes on two cores)
+    python -m tests.mutation_check vr flat    # those whose name contains "vr" or "flat"
+
+Each mutation is a list of exact text replacements in one file and the tests expected to catch it.
+The project (tracked and untracked, not ignored files) is copied to a temporary folder once; each
+mutation is applied there, its tests are run with ``pytest -x``, and the file is restored. A
+mutation is *caught* when pytest fails. A replacement whose text is not found exactly once fails the
+check loudly, so the list cannot silently go stale when the code changes. Exit status 1 if any
+mutation survives. Not part of the test suite (it runs the suite's tests many times over); the
+planted bugs are those of issue 14 and the value tests written for it.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    bug: str
+    path: str
+    replacements: tuple[tuple[str, str], ...]
+    tests: tuple[str, ...]
+
+
+MUTATIONS = (
+    # 1. the headline ratio
+    Mutation("vr_upside_down", "VR computed as Var(subtract)/Var(clamp)", "lib/studies/common.py",
+             (("variance=variance_comparison(a, b)", "variance=variance_comparison(b, a)"),),
+             ("tests/test_analyses_cff.py",)),
+    Mutation("vr_test_swapped", "variance_comparison tests Var(b)/Var(a)", "lib/studies/common.py",
+             (("vr = stats.variance_ratio_test(a, b)", "vr = stats.variance_ratio_test(b, a)"),),
+             ("tests/test_analyses_cff.py",)),
+    Mutation("dose_upside_down", "study 1's dose-response VR upside down", "lib/studies/margin_factorial.py",
+             (('out["dose"] = variance_comparison(100 * dose.top1.to_numpy(), b)',
+               'out["dose"] = variance_comparison(b, 100 * dose.top1.to_numpy())'),),
+             ("tests/test_analyses_cff.py",)),
+    Mutation("twins_miscounted", "study 1 counts differing detach/direct pairs as identical twins",
+             "lib/studies/margin_factorial.py",
+             (('"identical": int((diff == 0).sum())', '"identical": int((diff != 0).sum())'),),
+             ("tests/test_analyses_cff.py",)),
+    Mutation("verdict_threshold", "a VR verdict calls p < 0.5 significant", "lib/studies/common.py",
+             (("    if p >= 0.05:\n        return (\"direction only", "    if p > 0.5:\n        return (\"direction only"),),
+             ("tests/test_analyses_cff.py",)),
+    Mutation("car_not_percent", "study 2 reports CAR as a fraction", "lib/studies/cross_dataset.py",
+             (('row[f"car0_{mode}"] = 100 * arm.car_layer0.mean()', 'row[f"car0_{mode}"] = arm.car_layer0.mean()'),),
+             ("tests/test_analyses_cff.py",)),
+    Mutation("level_filter", "study 3 analyses every level but the one it names", "lib/studies/difficulty_sweep.py",
+             (("ok = runs[(runs.level == level) & (runs.status == \"ok\")]",
+               "ok = runs[(runs.level != level) & (runs.status == \"ok\")]"),),
+             ("tests/test_analyses_cff.py",)),
+    # 2. study 5's gradient identity, through the library's FlatNCE
+    Mutation("flatnce_gradient_negated", "lib.losses.flat_nce's gradient negated", "lib/losses.py",
+             (("return FlatNCE(loss=torch.exp(v - v.detach()).mean(),", "return FlatNCE(loss=(2 - torch.exp(v - v.detach())).mean(),"),),
+             ("tests/test_flatnce_study.py",)),
+    Mutation("flatnce_diff_sign", "study 5's difference is InfoNCE - FlatNCE", "lib/studies/flatnce_batch.py",
+             (('row[f"{short}_diff"] = a.mean() - c.mean()', 'row[f"{short}_diff"] = c.mean() - a.mean()'),),
+             ("tests/test_analyses_ssl.py",)),
+    Mutation("flatnce_interaction", "study 5 calls an interaction with p > 0.05 significant", "lib/studies/flatnce_batch.py",
+             (("if largest_first and interaction_p < 0.05:", "if largest_first and interaction_p > 0.05:"),),
+             ("tests/test_analyses_ssl.py",)),
+    Mutation("flatnce_mechanism", "study 5's mechanism row compares the gradient scale the wrong way",
+             "lib/studies/flatnce_batch.py",
+             (("if small.grad_scale_final >= large.grad_scale_final:", "if small.grad_scale_final <= large.grad_scale_final:"),),
+             ("tests/test_analyses_ssl.py",)),
+    Mutation("norms_slope_axes", "study 4 fits rho on steps instead of steps on rho", "lib/studies/embedding_norms.py",
+             (("loglog_slope(ok.rho, ok.steps)", "loglog_slope(ok.steps, ok.rho)"),),
+             ("tests/test_analyses_ssl.py",)),
+    Mutation("norms_auroc_verdict", "study 4's OOD verdict reads AUROC below 0.5 as the published direction",
+             "lib/studies/embedding_norms.py",
+             (("_direction_verdict(auc - 0.5, p_auc", "_direction_verdict(0.5 - auc, p_auc"),),
+             ("tests/test_analyses_ssl.py",)),
+    Mutation("norms_auroc_swapped", "lib.norms.auroc scores out-of-distribution samples as in", "lib/norms.py",
+             (("a, b = np.asarray(in_scores, dtype=float).ravel(), np.asarray(out_scores, dtype=float).ravel()",
+               "b, a = np.asarray(in_scores, dtype=float).ravel(), np.asarray(out_scores, dtype=float).ravel()"),),
+             ("tests/test_analyses_ssl.py",)),
+    Mutation("norms_vs_default_sign", "study 4's change against the default run has its sign flipped",
+             "lib/studies/embedding_norms.py",
+             (("[table[metric].iloc[i] - default.get(key, np.nan) for", "[default.get(key, np.nan) - table[metric].iloc[i] for"),),
+             ("tests/test_analyses_ssl.py",)),
+    # 3. kill trials that land part-way
+    Mutation("records_buffered", "a sweep writes its records only when it ends (a kill loses every finished run)",
+             "lib/sweep.py",
+             (("    def record(config, outcome):\n        record_run(store, train_fn, config, outcome, data_root)\n",
+               "    pending = []\n\n    def record(config, outcome):\n        pending.append((config, outcome))\n"),
+              ("    bar.close()\n", "    bar.close()\n    for config, outcome in pending:\n"
+                                   "        record_run(store, train_fn, config, outcome, data_root)\n")),
+             ("tests/test_sweep.py::test_a_sweep_killed_where_chosen_resumes_to_the_uninterrupted_table",)),
+    Mutation("stale_temp_kept", "a temp file of a writer killed mid-write is never removed", "lib/sweep.py",
+             (("    store.remove_stale_temp_files()", "    pass"),),
+             ("tests/test_sweep.py::test_a_sweep_killed_where_chosen_resumes_to_the_uninterrupted_table",)),
+    # 4. the validators reject what they should
+    Mutation("number_accepts_any", "params.number accepts any number (NaN, inf, negatives, out of range)", "lib/params.py",
+             (("    ok = ok and (value > low if low_open else value >= low) and value <= high\n", ""),
+              ("and not isinstance(value, bool) and _finite(value)", "")),
+             ("tests/test_parameters.py",)),
+    Mutation("number_no_upper_bound", "params.number ignores its upper bound", "lib/params.py",
+             ((" and value <= high\n", "\n"),),
+             ("tests/test_parameters.py",)),
+    Mutation("integer_off_by_one", "params.integer accepts minimum - 1", "lib/params.py",
+             (("not isinstance(value, int) or value < minimum:", "not isinstance(value, int) or value < minimum - 1:"),),
+             ("tests/test_parameters.py",)),
+    Mutation("flag_accepts_any", "params.flag accepts any value", "lib/params.py",
+             (("    if not isinstance(value, bool):\n        fail(name, value, \"True or False\")",
+               "    if False:\n        fail(name, value, \"True or False\")"),),
+             ("tests/test_parameters.py",)),
+    Mutation("seeds_unbounded", "params.seeds has no upper bound", "lib/params.py",
+             (("not minimum <= value <= MAX_SEEDS:", "not minimum <= value:"),),
+             ("tests/test_parameters.py::test_every_domain_edge_is_accepted_or_rejected_as_the_reference_says",)),
+    # 5. statistics' edge paths
+    Mutation("bootstrap_keeps_degenerate", "bootstrap keeps the 0/0 resamples", "lib/stats.py",
+             (("        ratios = ratios[~np.isnan(ratios)]\n", ""),),
+             ("tests/test_stats.py",)),
+    Mutation("anova_empty_cell", "two-way ANOVA fits the interaction model with an empty cell", "lib/stats.py",
+             (("if n_cells < la * lb:", "if False:"),),
+             ("tests/test_stats.py",)),
+    Mutation("anova_one_per_cell", "two-way ANOVA fits the interaction model with one observation per cell",
+             "lib/stats.py",
+             (("elif len(data) <= la * lb:", "elif False:"),),
+             ("tests/test_stats.py",)),
+    # 6. results-store guards
+    Mutation("schema_unchecked", "records of another schema version are read", "lib/results.py",
+             (('if rec["schema_version"] != SCHEMA_VERSION:', "if False:"),),
+             ("tests/test_results.py",)),
+    Mutation("collision_unguarded", "a record holding another config under the same hash counts as finished",
+             "lib/results.py",
+             (('if canonical_json(rec["config"]) != canonical_json(config):  # hash collision guard', "if False:"),),
+             ("tests/test_results.py",)),
+    # 7. weak assertions made strict
+    Mutation("device_mislabelled", "environment() records a CPU run's device as 'gpu'", "lib/results.py",
+             (('device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"',
+               'device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "gpu"'),),
+             ("tests/test_results.py",)),
+    Mutation("parallel_loses_runs", "a parallel sweep runs and returns only its first config", "lib/sweep.py",
+             (("futures = {pool.submit(run_one, train_fn, c, data_root): c for c in todo}",
+               "futures = {pool.submit(run_one, train_fn, c, data_root): c for c in todo[:1]}"),
+              ("    return [store.load(run_id) for run_id in unique]",
+               "    return [r for r in (store.load(run_id) for run_id in unique) if r is not None]")),
+             ("tests/test_sweep.py::test_parallel_workers_give_the_same_records_as_one_process",)),
+    Mutation("power_one_tail", "the F-test power puts all of alpha in each tail", "lib/stats.py",
+             (("f_hi = _st.f.isf(alpha / 2, d1, d2)\n    f_lo = _st.f.ppf(alpha / 2, d1, d2)",
+               "f_hi = _st.f.isf(alpha, d1, d2)\n    f_lo = _st.f.ppf(alpha, d1, d2)"),),
+             ("tests/test_stats.py::test_variance_ratio_power_with_two_seeds_per_arm_is_the_closed_form",)),
+)
+
+
+def copy_project(target: Path) -> None:
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
+                            capture_output=True, text=True).stdout.split("\0")
+    for name in filter(None, listed):
+        source = ROOT / name
+        if source.is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / name)
+
+
+def apply(text: str, m: Mutation) -> str:
+    for old, new in m.replacements:
+        if text.count(old) != 1:
+            raise SystemExit(f"mutation {m.name}: {old!r} occurs {text.count(old)} times in {m.path}, not once; "
+                             "update tests/mutation_check.py")
+        text = text.replace(old, new)
+    return text
+
+
+def first_failure(output: str) -> str:
+    for line in output.splitlines():
+        if line.startswith(("FAILED ", "ERROR ")):
+            return line.split(" ", 1)[1].split(" - ")[0]
+    return "(pytest failed; see its output)"
+
+
+def main(argv: list[str]) -> int:
+    chosen = [m for m in MUTATIONS if not argv or any(a in m.name for a in argv)]
+    survived = []
+    with tempfile.TemporaryDirectory(prefix="mutation_check_") as tmp:
+        copy = Path(tmp)
+        copy_project(copy)
+        print(f"{'mutation':<28} {'result':<9} {'s':>5}  caught by")
+        for m in chosen:
+            path = copy / m.path
+            original = path.read_text()
+            path.write_text(apply(original, m))
+            t0 = time.perf_counter()
+            try:
+                run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *m.tests],
+                                     cwd=copy, capture_output=True, text=True)
+            finally:
+                path.write_text(original)
+            caught = run.returncode != 0
+            if not caught:
+                survived.append(m)
+            where = first_failure(run.stdout) if caught else "nothing: " + ", ".join(m.tests)
+            print(f"{m.name:<28} {'caught' if caught else 'SURVIVED':<9} {time.perf_counter() - t0:5.0f}  {where}")
+            print(f"{'':<28} ({m.bug})", flush=True)
+    if survived:
+        print(f"\n{len(survived)} of {len(chosen)} mutations survived: {', '.join(m.name for m in survived)}")
+        return 1
+    print(f"\nall {len(chosen)} mutations caught")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

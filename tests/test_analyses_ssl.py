@@ -1,0 +1,543 @@
+"""Value tests of the analyses of studies 4 (embedding norms) and 5 (FlatNCE across batch sizes).
+
+Every runs frame here is planted: its cell means, differences, slopes and orderings are known by
+construction, so each table value and each verdict string is checked against an answer derived
+from the plant (or from an independent reference: a hand ANOVA formula, numpy OLS, brute-force
+AUROC), never against the code's own output.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as st
+from sklearn.metrics import roc_auc_score
+
+from lib.norms import auroc, auroc_test, loglog_slope, rank_correlation
+from lib.studies import embedding_norms as norms_study
+from lib.studies import flatnce_batch as flat_study
+
+# =============================================================================== study 5
+
+# Accuracies on a grid of 1/64: 100 * m / 64 = 1.5625 m is exact in binary, and so are the cell
+# means over 4 seeds, so planted differences come back exactly (ties between batch sizes are ties).
+UNIT = 100 / 64  # percentage points per grid step
+DEVS = np.array([-2, -1, 1, 2])  # within-cell deviations (grid steps), the same in every cell: mean 0
+BATCHES = [16, 64, 256]
+BASE = {16: 30, 64: 36, 256: 40}  # InfoNCE's probe accuracy per batch size (grid steps): a batch main effect
+
+
+def planted_flatnce_runs(probe_gain: dict, knn_gain: dict | None = None, grad_scale: dict | None = None,
+                         batches=BATCHES) -> pd.DataFrame:
+    """Runs frame of study 5 (the columns of ``flat_study.runs_frame``): per batch size b and seed,
+    InfoNCE's probe accuracy is BASE[b] + dev and FlatNCE's BASE[b] + probe_gain[b] + dev (grid
+    steps, stored as fractions); kNN is 8 steps lower with its own gains. ``grad_scale`` maps
+    (loss, b) to the final gradient-scale factor (default 0.95)."""
+    knn_gain = probe_gain if knn_gain is None else knn_gain
+    grad_scale = grad_scale or {}
+    rows = []
+    for b in batches:
+        for loss in ("infonce", "flatnce"):
+            for seed, dev in enumerate(DEVS):
+                probe = BASE[b] + dev + (probe_gain[b] if loss == "flatnce" else 0)
+                knn = BASE[b] - 8 + dev + (knn_gain[b] if loss == "flatnce" else 0)
+                g = grad_scale.get((loss, b), 0.95)
+                rows.append(dict(run_id=f"{loss}-{b}-{seed}", status="ok", loss=loss, batch_size=b, seed=seed,
+                                 knn_top1=knn / 64, probe_top1=probe / 64, info_nce_final=-math.log(1 - g),
+                                 info_nce_ceiling=math.log(2 * b - 1), grad_scale_final=g,
+                                 negative_entropy_final=math.log(2 * b - 2), steps=4096 // b, lr=0.6, train_s=1.0))
+    return pd.DataFrame(rows)
+
+
+def flat_settings(batches=BATCHES, dataset="cifar10"):
+    return flat_study.resolve({"profile": "cpu", "losses": ["infonce", "flatnce"], "batch_sizes": list(batches),
+                               "dataset": dataset, "temperature": 0.1, "device": "cpu"})
+
+
+def welch_p_of_planted_gain(gain_steps: float) -> float:
+    """Welch's p for two cells of 4 runs with the same deviations DEVS: equal variances s^2 and
+    equal sizes, so t = d / sqrt(2 s^2 / n) with n - 1 + n - 1 = 6 degrees of freedom."""
+    s2 = np.var(DEVS * UNIT, ddof=1)
+    t = gain_steps * UNIT / math.sqrt(2 * s2 / len(DEVS))
+    return float(2 * st.t.sf(abs(t), 2 * (len(DEVS) - 1)))
+
+
+def hand_interaction(probe_gain: dict, batches=BATCHES) -> tuple[float, float, float]:
+    """(SS, F, p) of the loss x batch interaction of the planted 2 x k design with n = len(DEVS)
+    runs per cell, by the balanced-design formula
+        SS_AB = n * sum_ij (mean_ij - mean_i. - mean_.j + mean_..)^2,   SS_res = sum (y - mean_ij)^2,
+    F = (SS_AB / (k - 1)) / (SS_res / (2 k (n - 1)))."""
+    n, k = len(DEVS), len(batches)
+    means = UNIT * np.array([[BASE[b] for b in batches], [BASE[b] + probe_gain[b] for b in batches]], dtype=float)
+    effect = means - means.mean(1, keepdims=True) - means.mean(0, keepdims=True) + means.mean()
+    ss_ab = n * float((effect ** 2).sum())
+    ss_res = 2 * k * float(((DEVS * UNIT) ** 2).sum())  # deviations have mean 0 in every cell
+    f = (ss_ab / (k - 1)) / (ss_res / (2 * k * (n - 1)))
+    return ss_ab, f, float(st.f.sf(f, k - 1, 2 * k * (n - 1)))
+
+
+def test_cells_report_planted_means_in_percent_and_the_sd_over_seeds():
+    out = flat_study.analyze(planted_flatnce_runs({16: 6, 64: 2, 256: 0}), flat_settings())
+    cells = out["cells"].set_index(["batch_size", "loss"])
+    assert out["n_ok"] == 2 * len(BATCHES) * len(DEVS) and out["n_not_ok"] == 0
+    assert (cells.runs == len(DEVS)).all()
+    sd = np.std(DEVS * UNIT, ddof=1)
+    assert cells.loc[(16, "flatnce"), "probe_mean"] == (BASE[16] + 6) * UNIT
+    assert cells.loc[(64, "infonce"), "knn_mean"] == (BASE[64] - 8) * UNIT
+    assert cells.probe_sd.to_numpy() == pytest.approx(sd) and cells.knn_sd.to_numpy() == pytest.approx(sd)
+    assert cells.loc[(256, "infonce"), "info_nce_ceiling"] == pytest.approx(math.log(511))
+
+
+def test_differences_are_flatnce_minus_infonce_with_the_planted_value_and_sign():
+    # probe: FlatNCE higher at 16, lower at 256; kNN planted with other gains so the columns cannot be swapped
+    probe_gain, knn_gain = {16: 6, 64: 2, 256: -4}, {16: -2, 64: 0, 256: 4}
+    out = flat_study.analyze(planted_flatnce_runs(probe_gain, knn_gain), flat_settings())
+    comparison = out["comparison"].set_index("batch_size")
+    assert list(comparison.index) == BATCHES
+    for b in BATCHES:
+        assert comparison.loc[b, "probe_diff"] == probe_gain[b] * UNIT
+        assert comparison.loc[b, "knn_diff"] == knn_gain[b] * UNIT
+        for short, gain in (("probe", probe_gain[b]), ("knn", knn_gain[b])):
+            t = comparison.loc[b, f"{short}_welch_t"]
+            assert np.sign(t) == np.sign(gain)  # t has the sign of FlatNCE - InfoNCE
+            if gain:
+                assert comparison.loc[b, f"{short}_welch_p"] == pytest.approx(welch_p_of_planted_gain(gain), rel=1e-9)
+    assert (comparison.runs_flatnce == len(DEVS)).all() and (comparison.runs_infonce == len(DEVS)).all()
+
+
+@pytest.mark.filterwarnings("ignore:two_way_anova:UserWarning")  # the ANOVA's announced fallback to additive
+def test_a_batch_size_with_one_loss_only_has_no_difference():
+    runs = planted_flatnce_runs({16: 6, 64: 2, 256: 0})
+    runs = runs[~((runs.batch_size == 256) & (runs.loss == "flatnce"))]
+    comparison = flat_study.analyze(runs, flat_settings())["comparison"].set_index("batch_size")
+    assert comparison.loc[256, "runs_flatnce"] == 0 and np.isnan(comparison.loc[256, "probe_diff"])
+    assert comparison.loc[16, "probe_diff"] == 6 * UNIT
+
+
+@pytest.mark.parametrize("design,probe_gain", [
+    ("additive", {16: 4, 64: 4, 256: 4}),   # the same gain at every batch size: no interaction at all
+    ("crossed", {16: 8, 64: 0, 256: 0}),    # a gain at the smallest batch only
+    ("reversed", {16: 0, 64: 0, 256: 8}),   # a gain at the largest batch only
+])
+def test_interaction_of_the_anova_equals_the_balanced_hand_formula(design, probe_gain):
+    out = flat_study.analyze(planted_flatnce_runs(probe_gain), flat_settings())
+    row = out["anova"]["probe"].loc["loss:batch_size"]
+    ss, f, p = hand_interaction(probe_gain)
+    assert row["df"] == len(BATCHES) - 1
+    assert row["sum_sq"] == pytest.approx(ss, abs=1e-9)
+    assert row["F"] == pytest.approx(f, abs=1e-9)
+    assert row["PR(>F)"] == pytest.approx(p, abs=1e-9)
+    if design == "additive":
+        assert ss == pytest.approx(0, abs=1e-12) and p == pytest.approx(1.0)
+    else:
+        assert p < 0.01
+
+
+def small_batch_row(probe_gain: dict) -> pd.Series:
+    s = flat_settings()
+    out = flat_study.analyze(planted_flatnce_runs(probe_gain), s)
+    table = flat_study.paper_vs_reproduced(out, s, identity_error=0.0)
+    return table[table.quantity.str.startswith("FlatNCE's gain is largest at small batches")].iloc[0]
+
+
+@pytest.mark.parametrize("probe_gain,expected", [
+    # gain only at the smallest batch: the largest there and a significant interaction
+    ({16: 8, 64: 0, 256: 0}, "reproduced: the largest gain at the smallest batch, significant interaction"),
+    # the same gain everywhere: the smallest batch ties for largest, but interaction p = 1
+    ({16: 4, 64: 4, 256: 4},
+     "direction only: the largest gain at the smallest batch, interaction not significant at this scale"),
+    # significant interaction in the wrong place: the gain is at the largest batch
+    ({16: 0, 64: 0, 256: 8}, "not reproduced at this scale: the gain is not largest at the smallest batch"),
+    # a loss at the smallest batch is never "the largest gain", whatever the interaction
+    ({16: -8, 64: 0, 256: 0}, "not reproduced at this scale: the gain is not largest at the smallest batch"),
+])
+def test_small_batch_verdict_follows_the_planted_gains_and_the_interaction_p(probe_gain, expected):
+    row = small_batch_row(probe_gain)
+    assert row.verdict.startswith(expected + " (cpu profile: cifar10")
+    _, _, p = hand_interaction(probe_gain)
+    # the interaction p quoted is the hand-formula one, and the end differences are the planted ones
+    assert row.ours.endswith(f"interaction loss x batch p = {p:.2g}")
+    assert row.ours.startswith(f"B=16: {probe_gain[16] * UNIT:+.2f} pts, B=256: {probe_gain[256] * UNIT:+.2f} pts")
+
+
+@pytest.mark.filterwarnings("ignore:two_way_anova:UserWarning")  # the ANOVA's announced additive fallback
+def test_small_batch_verdict_with_one_run_per_cell_says_the_interaction_was_not_tested():
+    """One seed per cell leaves no residual for the interaction: its p is NaN, and the verdict must not
+    call an untested interaction "not significant"."""
+    s = flat_settings()
+    runs = planted_flatnce_runs({16: 8, 64: 0, 256: 0})
+    out = flat_study.analyze(runs[runs.seed == 0], s)
+    assert "loss:batch_size" not in out["anova"]["probe"].index
+    row = flat_study.paper_vs_reproduced(out, s, identity_error=0.0).set_index("quantity").loc[
+        "FlatNCE's gain is largest at small batches (probe)"]
+    assert row.ours.endswith("interaction loss x batch p = nan")
+    assert row.verdict.startswith("direction only: the largest gain at the smallest batch, interaction not tested")
+
+
+@pytest.mark.filterwarnings("ignore:two_way_anova:UserWarning")  # the ANOVA's announced one-way fallback
+def test_small_batch_verdict_needs_two_measured_batch_sizes():
+    s = flat_settings(batches=[16])
+    out = flat_study.analyze(planted_flatnce_runs({16: 8}, batches=[16]), s)
+    assert flat_study._small_batch_row(out, out["comparison"])[-1] == "not measured"
+
+
+def comparison_frame(diffs, ps) -> pd.DataFrame:
+    """A ``comparison`` table with planted probe differences and Welch p-values."""
+    return pd.DataFrame(dict(batch_size=[16, 64, 256][:len(diffs)], probe_diff=diffs, probe_welch_p=ps))
+
+
+@pytest.mark.parametrize("diffs,ps,expected", [
+    ([2.0, 1.0, 0.5], [0.01, 0.02, 0.03], "reproduced: higher at every batch size, significantly (Welch p < 0.05)"),
+    ([2.0, 1.0, 0.5], [0.01, 0.20, 0.03],
+     "direction reproduced at every batch size, significant at 2 of 3: not established at this scale"),
+    ([2.0, -1.0, -0.5], [0.01, 0.01, 0.03],
+     "not reproduced at this scale: FlatNCE significantly lower at 2 of 3 batch sizes"),
+    ([2.0, -1.0, 0.5], [0.01, 0.30, 0.03],
+     "not reproduced at this scale: higher at 2 of 3 batch sizes, none significantly lower"),
+    # a batch size without both losses is not measured: the verdict counts the two others
+    ([2.0, np.nan, 0.5], [0.01, np.nan, 0.03],
+     "reproduced: higher at every batch size, significantly (Welch p < 0.05)"),
+    ([np.nan], [np.nan], "not measured"),
+])
+def test_every_batch_verdict_counts_planted_signs_and_p_values(diffs, ps, expected):
+    assert flat_study._every_batch_verdict(comparison_frame(diffs, ps), "probe") == expected
+
+
+def mechanism_verdict(grad_scale: dict) -> tuple:
+    s = flat_settings()
+    out = flat_study.analyze(planted_flatnce_runs({16: 4, 64: 2, 256: 0}, grad_scale=grad_scale), s)
+    return flat_study._mechanism_row(out)
+
+
+@pytest.mark.parametrize("small,large,expected", [
+    (0.60, 0.99, "seen: InfoNCE's gradient is scaled down most at the smallest batch"),
+    (0.95, 0.99, "direction seen, but the factor stays above 0.9"),
+    (0.99, 0.60, "not seen at this scale: the factor is not smaller at the smallest batch"),
+    (0.80, 0.80, "not seen at this scale: the factor is not smaller at the smallest batch"),  # equal: not smaller
+])
+def test_mechanism_row_compares_infonce_grad_scale_at_the_smallest_and_largest_batch(small, large, expected):
+    # FlatNCE's own factors are planted in the opposite order: the row must read InfoNCE's
+    grad = {("infonce", 16): small, ("infonce", 256): large, ("flatnce", 16): large, ("flatnce", 256): small}
+    row = mechanism_verdict(grad)
+    assert row[-1].startswith(expected)
+    assert row[1].startswith(f"B=16: {small:.3f} (InfoNCE {-math.log(1 - small):.2f} of {math.log(31):.2f})")
+    assert f"B=256: {large:.3f}" in row[1]
+
+
+def test_flatnce_table_reports_the_crossed_design_in_both_metrics():
+    # gains only at B=16, planted for both metrics: every-batch verdicts fail, the small-batch one holds
+    s = flat_settings(dataset="shapes")
+    table = flat_study.paper_vs_reproduced(flat_study.analyze(planted_flatnce_runs({16: 8, 64: 0, 256: 0}), s), s, 0.0)
+    probe = table[table.quantity.str.contains("linear-probe top-1, per batch size")].iloc[0]
+    p16, p0 = welch_p_of_planted_gain(8), welch_p_of_planted_gain(0)  # p0 = 1: identical samples
+    assert probe.ours == (f"B=16: {8 * UNIT:+.2f} (p = {p16:.2g}); B=64: +0.00 (p = {p0:.2g}); "
+                          f"B=256: +0.00 (p = {p0:.2g}) pts")
+    assert probe.verdict.startswith(
+        "not reproduced at this scale: higher at 1 of 3 batch sizes, none significantly lower")
+    small = table[table.quantity.str.startswith("FlatNCE's gain is largest")].iloc[0]
+    assert small.verdict.startswith("reproduced: the largest gain at the smallest batch")
+    assert small.verdict.endswith("measured on a stand-in, not on CIFAR-10)")
+
+
+# =============================================================================== study 4
+
+
+def sphere_result(radii, steps, growth=0.1, history_length=5) -> dict:
+    """What ``lib.norms.sphere_convergence`` returns, planted: every mean norm grows by ``growth`` a step."""
+    return {"radii": list(radii), "steps": np.asarray(steps),
+            "mean_norm": [rho + growth * np.arange(history_length) for rho in radii],
+            "min_norm_change": [0.0] * len(radii), "max_cos_grad": [1e-16] * len(radii)}
+
+
+RADII = [0.5, 1.0, 2.0, 4.0, 8.0]
+
+
+def test_convergence_table_reads_steps_over_rho_squared_and_the_norm_growth():
+    table = norms_study.convergence_table(sphere_result(RADII, [int(16 * r ** 2) for r in RADII]))
+    assert (table.steps_over_rho2 == 16).all()  # steps = 16 rho^2 exactly
+    assert table.norm_growth_per_step.to_numpy() == pytest.approx(0.1)
+    assert table.relative_norm_growth.to_numpy() == pytest.approx([0.4 / r for r in RADII])
+    assert table.norm_start.tolist() == RADII
+
+
+@pytest.mark.parametrize("power,verdict", [(2, "reproduced (within 0.1 of 2)"),
+                                           (3, "not reproduced: slope differs from 2 by more than 0.1")])
+def test_fit_recovers_the_planted_power_and_the_verdict_follows(power, verdict):
+    # steps = 16 rho^power exactly; a radius that never converged (-1) is left out of the fit
+    steps = [int(16 * r ** power) for r in RADII] + [-1]
+    table = norms_study.convergence_table(sphere_result(RADII + [16.0], steps))
+    fit = norms_study.fit_convergence(table)
+    assert fit["radii"] == len(RADII)
+    # linregress's stderr goes through sqrt(1 - r^2): an exact line leaves ~1e-8 of rounding
+    assert fit["slope"] == pytest.approx(power, abs=1e-12) and fit["stderr"] == pytest.approx(0, abs=1e-6)
+    conv_row = norms_study.paper_vs_reproduced(fit, table, LATENT, empty_runs(), [], None).iloc[0]
+    assert conv_row.verdict == verdict
+    assert conv_row.ours.startswith(f"{float(power):.3f} ± ")
+
+
+def test_fit_ci_is_t_quantile_times_the_ols_standard_error_of_the_log_log_line():
+    # steps = 16 rho^2 times planted factors: the slope and its error from an OLS written in numpy
+    factors = np.array([1.3, 0.8, 1.1, 0.9, 1.2])
+    steps = np.array([int(16 * r ** 2 * f) for r, f in zip(RADII, factors)])
+    fit = norms_study.fit_convergence(norms_study.convergence_table(sphere_result(RADII, steps)))
+    x, y = np.log(RADII), np.log(steps)
+    design = np.column_stack([np.ones_like(x), x])
+    beta, *_ = np.linalg.lstsq(design, y, rcond=None)
+    residual = y - design @ beta
+    stderr = math.sqrt(residual @ residual / (len(x) - 2) / ((x - x.mean()) ** 2).sum())
+    assert fit["slope"] == pytest.approx(beta[1], rel=1e-10)
+    assert fit["stderr"] == pytest.approx(stderr, rel=1e-10)
+    assert fit["ci"] == pytest.approx(st.t.ppf(0.975, len(x) - 2) * stderr, rel=1e-10)
+
+
+def test_fit_needs_three_converged_radii():
+    table = norms_study.convergence_table(sphere_result([1.0, 2.0, 4.0], [16, 64, 0]))
+    fit = norms_study.fit_convergence(table)
+    assert fit["radii"] == 2 and np.isnan(fit["slope"]) and np.isnan(fit["ci"])
+
+
+def latent_results(end_norms_per_seed, start_norms=None, weights=(1, 2, 4, 8)) -> list[dict]:
+    """What ``lib.norms.latent_class_simulation`` returns per seed, planted: the class-norm history
+    is [start, end]; the start is 1 for every class unless given."""
+    out = []
+    for i, end in enumerate(end_norms_per_seed):
+        start = np.ones(len(weights)) if start_norms is None else np.asarray(start_norms[i], dtype=float)
+        out.append({"class_weights": np.asarray(weights, dtype=float), "class_counts": 100 * np.asarray(weights),
+                    "class_norm_history": np.stack([start, np.asarray(end, dtype=float)])})
+    return out
+
+
+def test_latent_summary_of_norms_increasing_with_class_weight_is_rho_plus_one():
+    end = [1.0, 2.0, 3.0, 5.0]  # the same ordering in both seeds: rank ties match weight ties
+    table = norms_study.latent_table(latent_results([end, end]))
+    assert len(table) == 8 and table["count"].tolist() == [100, 200, 400, 800] * 2
+    assert table.norm_growth.tolist() == end * 2  # start 1: growth = end
+    summary = norms_study.latent_summary(table)
+    assert summary["rho_norm"] == pytest.approx(1.0) and summary["rho_growth"] == pytest.approx(1.0)
+    assert summary["rarest_smallest"] == 1.0 and summary["seeds"] == 2
+    assert summary["p_norm"] < 0.05
+
+
+def test_latent_summary_separates_final_norm_from_growth():
+    # final norms decrease with weight, but the start norms decrease faster: the growth increases
+    end, start = [8.0, 6.0, 4.0, 2.0], [16.0, 6.0, 2.0, 0.5]
+    summary = norms_study.latent_summary(norms_study.latent_table(latent_results([end, end], [start, start])))
+    assert summary["rho_norm"] == pytest.approx(-1.0) and summary["rho_growth"] == pytest.approx(1.0)
+    assert summary["rarest_smallest"] == 0.0
+
+
+def test_latent_summary_share_of_seeds_and_pooled_rho_match_an_independent_ranking():
+    ends = [[1.0, 2.0, 3.0, 4.0], [2.5, 1.5, 3.5, 4.5], [0.5, 2.2, 3.1, 4.2]]  # seed 1: rarest not smallest
+    table = norms_study.latent_table(latent_results(ends))
+    summary = norms_study.latent_summary(table)
+    assert summary["rarest_smallest"] == pytest.approx(2 / 3)
+    weights, values = np.tile([1, 2, 4, 8], 3), np.concatenate(ends)
+    rho = np.corrcoef(st.rankdata(weights), st.rankdata(values))[0, 1]  # Spearman = Pearson of mid-ranks
+    assert summary["rho_norm"] == pytest.approx(rho, rel=1e-12)
+
+
+def norms_run(method="simclr", data="balanced", intervention="default", seed=0, knn=0.5, probe=None, status="ok",
+              **extra) -> dict:
+    """One row of study 4's runs frame (the columns ``norms_study.runs_frame`` writes that the analyses read)."""
+    return {**dict(run_id=f"{method}-{data}-{intervention}-{seed}", status=status, method=method, dataset="shapes",
+                   data=data, intervention=intervention, kind=intervention.split("=")[0], seed=seed,
+                   knn_top1=knn, probe_top1=knn if probe is None else probe, embedding_norm_first_epoch=1.0,
+                   embedding_norm_last_epoch=2.0, norm_mean_test=2.0, embedding_spread_last_epoch=0.5,
+                   class_norm_count_rho=np.nan, norm_rho=0.2, norm_p=0.01, norm_rho_train=0.3), **extra}
+
+
+def empty_runs() -> pd.DataFrame:
+    return pd.DataFrame(columns=list(norms_run()))
+
+
+def test_intervention_table_means_in_percent_and_changes_against_the_same_arms_default():
+    runs = pd.DataFrame([
+        norms_run(seed=0, knn=0.50, probe=0.60), norms_run(seed=1, knn=0.52, probe=0.62),           # 51%, 61%
+        norms_run(intervention="cut_init", seed=0, knn=0.53, probe=0.615),
+        norms_run(intervention="cut_init", seed=1, knn=0.55, probe=0.635),                          # +3, +1.5
+        norms_run(method="simsiam", data="imbalanced", knn=0.20, probe=0.30),
+        norms_run(method="simsiam", data="imbalanced", intervention="grad_scale", knn=0.15, probe=0.32),  # -5, +2
+    ])
+    table = norms_study.intervention_table(runs).set_index(["method", "data", "intervention"])
+    assert table.loc[("simclr", "balanced", "default"), "knn_top1"] == pytest.approx(51.0)
+    assert table.loc[("simclr", "balanced", "cut_init"), "knn_top1_vs_default"] == pytest.approx(3.0)
+    assert table.loc[("simclr", "balanced", "cut_init"), "probe_top1_vs_default"] == pytest.approx(1.5)
+    assert table.loc[("simsiam", "imbalanced", "grad_scale"), "knn_top1_vs_default"] == pytest.approx(-5.0)
+    assert table.loc[("simsiam", "imbalanced", "grad_scale"), "probe_top1_vs_default"] == pytest.approx(2.0)
+    defaults = table.xs("default", level="intervention")
+    assert (defaults.knn_top1_vs_default == 0).all() and (defaults.probe_top1_vs_default == 0).all()
+    assert table.loc[("simclr", "balanced", "cut_init"), "runs"] == 2
+
+
+LABELS = ["svhn", "shapes_num_classes10_seed1"]
+
+
+def ood_columns(aurocs, ps, unseen_norms) -> dict:
+    return {key: value for label, a, p, n in zip(LABELS, aurocs, ps, unseen_norms)
+            for key, value in ((f"auroc_{label}", a), (f"auroc_p_{label}", p), (f"norm_mean_{label}", n))}
+
+
+def test_ood_table_has_one_row_per_balanced_ok_run_and_unseen_set_with_its_values():
+    runs = pd.DataFrame([
+        norms_run(seed=0, **ood_columns([0.8, 0.6], [0.001, 0.2], [1.5, 1.8])),
+        norms_run(method="simsiam", intervention="cut_init", **ood_columns([0.3, 0.7], [0.01, 0.04], [2.5, 1.0])),
+        norms_run(seed=1, status="diverged", **ood_columns([0.9, 0.9], [0.0, 0.0], [0.0, 0.0])),   # not ok: left out
+        norms_run(data="imbalanced", **ood_columns([np.nan] * 2, [np.nan] * 2, [np.nan] * 2)),    # not scored
+    ])
+    table = norms_study.ood_table(runs, LABELS + ["mnist"])  # mnist: no column, no row
+    assert len(table) == 4 and set(table.unseen) == set(LABELS)
+    row = table[(table.method == "simsiam") & (table.unseen == "svhn")].iloc[0]
+    assert (row.auroc, row.p, row.norm_unseen, row.norm_test, row.intervention) == (0.3, 0.01, 2.5, 2.0, "cut_init")
+    row = table[(table.method == "simclr") & (table.unseen == LABELS[1])].iloc[0]
+    assert (row.auroc, row.p, row.norm_unseen) == (0.6, 0.2, 1.8)
+
+
+def test_ood_table_accepts_a_label_with_a_decimal_option():
+    label = "shapes_difficulty0.5"  # lib.norms.ood_label({"dataset": "shapes", "dataset_options": {"difficulty": 0.5}})
+    runs = pd.DataFrame([norms_run(**{f"auroc_{label}": 0.7, f"auroc_p_{label}": 0.01, f"norm_mean_{label}": 1.0})])
+    assert norms_study.ood_table(runs, [label]).auroc.tolist() == [0.7]
+
+
+LATENT = dict(rho_norm=1.0, p_norm=0.001, rho_growth=1.0, p_growth=0.001, rarest_smallest=1.0, seeds=2)
+FIT = dict(slope=2.0, stderr=0.01, ci=0.03, radii=5)
+
+
+def norms_table(runs: pd.DataFrame, labels=(), stand_in=None, convergence=None) -> pd.DataFrame:
+    convergence = convergence if convergence is not None else norms_study.convergence_table(
+        sphere_result(RADII, [int(16 * r ** 2) for r in RADII]))
+    return norms_study.paper_vs_reproduced(FIT, convergence, LATENT, runs, list(labels), stand_in)
+
+
+@pytest.mark.parametrize("aurocs,ps,expected", [
+    ((0.8, 0.8), (0.001, 0.001), "reproduced (direction and p < 0.05)"),
+    ((0.3, 0.3), (0.001, 0.001), "not reproduced at this scale: significant, the opposite ordering"),
+    ((0.6, 0.6), (0.4, 0.4), "direction only, not significant at this scale"),
+    ((0.4, 0.4), (0.4, 0.4), "not reproduced at this scale: no ordering"),
+    # the mean AUROC over seeds (0.8) and the largest p (0.3): not significant
+    ((0.7, 0.9), (0.001, 0.3), "direction only, not significant at this scale"),
+])
+def test_auroc_verdict_reads_the_direction_against_one_half(aurocs, ps, expected):
+    runs = pd.DataFrame([norms_run(seed=i, auroc_svhn=a, auroc_p_svhn=p) for i, (a, p) in enumerate(zip(aurocs, ps))])
+    table = norms_table(runs, labels=["svhn"])
+    row = table[table.quantity.str.contains(r"\(svhn\): AUROC")].iloc[0]
+    assert row.verdict == expected
+    assert row.ours == f"{np.mean(aurocs):.3f} (largest p over 2 seed(s) = {max(ps):.2g})"
+
+
+def test_confidence_and_latent_rows_follow_their_planted_direction():
+    runs = pd.DataFrame([norms_run(norm_rho=-0.4, norm_p=0.001)])  # a significant negative correlation
+    table = norms_table(runs)
+    assert table[table.quantity.str.startswith("(d) simclr: higher norm")].verdict.item() == \
+        "not reproduced at this scale: significant, the opposite correlation"
+    assert table[table.quantity.str.startswith("(b)")].verdict.item() == "reproduced (direction and p < 0.05)"
+    assert table[table.quantity.str.startswith("(a) every gradient step")].verdict.item() == \
+        "reproduced (no norm ever shrank)"
+
+
+def test_a_shrinking_norm_is_reported():
+    result = sphere_result(RADII, [int(16 * r ** 2) for r in RADII])
+    result["min_norm_change"][2] = -1e-6
+    table = norms_table(empty_runs(), convergence=norms_study.convergence_table(result))
+    row = table[table.quantity.str.startswith("(a) every gradient step")].iloc[0]
+    assert row.verdict == "not reproduced: a norm shrank"
+
+
+def intervention_runs(simsiam_default, simsiam_treated: dict, simclr_default, simclr_cut, seeds=1) -> pd.DataFrame:
+    rows = []
+    for seed in range(seeds):
+        rows.append(norms_run("simsiam", "imbalanced", "default", seed, knn=simsiam_default))
+        rows += [norms_run("simsiam", "imbalanced", name, seed, knn=k) for name, k in simsiam_treated.items()]
+        rows.append(norms_run("simclr", "balanced", "default", seed, knn=simclr_default))
+        rows.append(norms_run("simclr", "balanced", "cut_init", seed, knn=simclr_cut))
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("seeds,suffix", [(1, " (one seed per arm: no test)"), (2, "")])
+def test_intervention_rows_take_the_best_intervention_and_the_gain_direction(seeds, suffix):
+    runs = intervention_runs(0.20, {"cut_init": 0.25, "grad_scale": 0.30}, 0.50, 0.53, seeds)
+    table = norms_table(runs)
+    simsiam = table[table.quantity.str.startswith("(c) SimSiam on imbalanced")].iloc[0]
+    # the best of the planted interventions is grad_scale, +10 points over the default
+    assert simsiam.ours == f"20.0% -> 30.0% (grad_scale, +10.0 points; {seeds} seed(s))"
+    assert simsiam.verdict == "direction reproduced" + suffix
+    simclr = table[table.quantity.str.startswith("(c) SimCLR with cut")].iloc[0]
+    assert simclr.ours.startswith("+3.0 points (50.0% -> 53.0%")
+    assert simclr.verdict == "direction reproduced" + suffix
+
+
+def test_intervention_rows_report_a_loss_as_no_gain():
+    runs = intervention_runs(0.30, {"cut_init": 0.25, "grad_scale": 0.28}, 0.50, 0.47)
+    table = norms_table(runs)
+    simsiam = table[table.quantity.str.startswith("(c) SimSiam on imbalanced")].iloc[0]
+    assert simsiam.ours.startswith("30.0% -> 28.0% (grad_scale, -2.0 points")
+    assert simsiam.verdict == "not reproduced at this scale (no gain)"
+    simclr = table[table.quantity.str.startswith("(c) SimCLR with cut")].iloc[0]
+    assert simclr.ours.startswith("-3.0 points") and simclr.verdict == "not reproduced at this scale (no gain)"
+
+
+def test_stand_in_wording_marks_image_rows_only():
+    runs = pd.concat([intervention_runs(0.20, {"cut_init": 0.25}, 0.50, 0.53),
+                      pd.DataFrame([norms_run(seed=5, auroc_svhn=0.8, auroc_p_svhn=0.001)])], ignore_index=True)
+    marked = norms_table(runs, labels=["svhn"], stand_in="shapes")
+    plain = norms_table(runs, labels=["svhn"], stand_in=None)
+    suffix = "; measured on shapes, not on CIFAR"
+    images = marked.quantity.str.startswith(("(c) SimSiam on imbalanced", "(c) SimCLR", "(d)"))
+    measured = marked.verdict != "not measured"
+    assert images.sum() == 4  # the two (c) rows; simclr's confidence and AUROC rows (simsiam ran imbalanced only)
+    assert (marked[images & measured].verdict == plain[images & measured].verdict + suffix).all()
+    assert not marked[~images].verdict.str.contains("measured on").any()
+    assert not plain.verdict.str.contains("measured on").any()
+
+
+# ============================================================ lib.norms: AUROC, slope, rank correlation
+
+
+def brute_force_auroc(inside, outside) -> float:
+    """P(s_in > s_out) + P(s_in = s_out) / 2 over every (in, out) pair."""
+    a, b = np.asarray(inside, dtype=float)[:, None], np.asarray(outside, dtype=float)[None, :]
+    return float(((a > b) + 0.5 * (a == b)).mean())
+
+
+def test_auroc_of_larger_in_distribution_norms_is_one_when_separated():
+    inside, outside = np.array([3.0, 4.0, 5.5, 6.0]), np.array([0.5, 1.0, 2.9])
+    assert auroc(inside, outside) == 1.0 == brute_force_auroc(inside, outside)
+    assert auroc(outside, inside) == 0.0  # the roles matter: the score is for being in-distribution
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_auroc_of_overlapping_norms_matches_brute_force_and_scikit_learn(seed):
+    rng = np.random.default_rng(seed)
+    # in-distribution norms larger on average; rounded so that ties occur
+    inside, outside = np.round(rng.normal(3.0, 1.0, 40), 1), np.round(rng.normal(2.0, 1.0, 30), 1)
+    expected = brute_force_auroc(inside, outside)
+    assert expected > 0.5
+    assert auroc(inside, outside) == pytest.approx(expected, abs=1e-12)
+    labels = np.r_[np.ones(len(inside)), np.zeros(len(outside))]
+    assert roc_auc_score(labels, np.r_[inside, outside]) == pytest.approx(expected, abs=1e-12)
+    value, p = auroc_test(inside, outside)
+    assert value == pytest.approx(expected, abs=1e-12) and 0 < p < 1
+
+
+def test_loglog_slope_of_a_planted_power_law_and_of_noisy_data_matches_numpy_ols():
+    x = np.array([0.5, 1.0, 2.0, 3.0, 7.0])
+    slope, stderr = loglog_slope(x, 2.5 * x ** 1.7)
+    assert slope == pytest.approx(1.7, abs=1e-12) and stderr == pytest.approx(0, abs=1e-6)
+    y = 2.5 * x ** 1.7 * np.array([1.2, 0.9, 1.1, 0.8, 1.05])
+    lx, ly = np.log(x), np.log(y)
+    fitted, intercept = np.polyfit(lx, ly, 1)
+    residual = ly - (fitted * lx + intercept)
+    expected_se = math.sqrt(residual @ residual / (len(x) - 2) / ((lx - lx.mean()) ** 2).sum())
+    slope, stderr = loglog_slope(x, y)
+    assert slope == pytest.approx(fitted, rel=1e-10) and stderr == pytest.approx(expected_se, rel=1e-10)
+
+
+def test_rank_correlation_is_pearson_of_mid_ranks_with_its_t_test_p_value():
+    x = np.array([1.0, 2.0, 2.0, 3.0, 5.0, 8.0, 9.0])
+    y = np.array([0.3, 0.1, 0.4, 0.4, 0.9, 0.7, 1.2])  # ties in both
+    rho, p = rank_correlation(x, y)
+    r = np.corrcoef(st.rankdata(x), st.rankdata(y))[0, 1]
+    t = r * math.sqrt((len(x) - 2) / (1 - r ** 2))
+    assert rho == pytest.approx(r, rel=1e-12) and p == pytest.approx(2 * st.t.sf(abs(t), len(x) - 2), rel=1e-9)
+    assert rank_correlation(x, -y)[0] == pytest.approx(-r, rel=1e-12)  # reversing one ordering flips the sign
