@@ -40,11 +40,16 @@ class BasicBlock(nn.Module):
 RESNET_WIDTHS = (1 / 128, 16.0)
 
 
+def first_stage_channels(width: float) -> int:
+    """c = round(64 * width), at least 1 (1/128 gives 0.5, which round() takes to 0)."""
+    return max(1, round(64 * width))
+
+
 class ResNet18(nn.Module):
     """ResNet-18 backbone with the CIFAR stem; ``forward`` returns the pooled features.
 
     Layout: conv3x3(C -> c, stride 1)-BN-ReLU, then four stages of two basic blocks with
-    c, 2c, 4c, 8c channels and strides 1, 2, 2, 2, global average pooling; c = max(1, round(64 * width)).
+    c, 2c, 4c, 8c channels and strides 1, 2, 2, 2, global average pooling; c = :func:`first_stage_channels` (width).
     The output has ``feature_dim`` = 8c features (512 * width). Initialisation as torchvision's
     ResNet: Kaiming-normal (fan-out) convolutions, BatchNorm weight 1 and bias 0.
     """
@@ -53,7 +58,7 @@ class ResNet18(nn.Module):
         super().__init__()
         if not RESNET_WIDTHS[0] <= width <= RESNET_WIDTHS[1]:
             raise ValueError(f"width={width} must be in [1/128, 16]: at least one channel in the first stage")
-        base = max(1, round(64 * width))  # 1/128 gives 0.5 channels, which round() takes to 0
+        base = first_stage_channels(width)
         self.stem = nn.Sequential(nn.Conv2d(channels, base, 3, padding=1, bias=False), nn.BatchNorm2d(base),
                                   nn.ReLU(inplace=True))
         stages, in_channels = [], base

@@ -43,7 +43,7 @@ from lib.augment import normalize, simclr_views
 from lib.cff import get_dataset
 from lib.data import DATASETS, ImageDataset, load_dataset
 from lib.losses import flat_nce, info_nce, pair_logits
-from lib.resnet import RESNET_WIDTHS, SimCLRNet
+from lib.resnet import RESNET_WIDTHS, SimCLRNet, first_stage_channels
 
 LOSSES = ("infonce", "flatnce")
 OPTIMIZERS = ("lars", "sgd", "adam")
@@ -441,7 +441,7 @@ def activation_layout(c: dict) -> torch.memory_format:
     on the CPU with fewer than 8 channels in the first stage (width < 1/8): there oneDNN's
     channels-last convolution backward on one thread writes past its buffers (torch 2.14.1; glibc
     aborts with "double free or corruption"), so such tiny test-sized models run NCHW."""
-    tiny = c["device"] == "cpu" and round(64 * c["width"]) < 8
+    tiny = c["device"] == "cpu" and first_stage_channels(c["width"]) < 8
     return torch.channels_last if c["channels_last"] and not tiny else torch.contiguous_format
 
 
