@@ -1,0 +1,43 @@
+"""The redesign of issue 15 changes no number: fixed-seed smoke runs of every training function give
+bit-identical metrics to those recorded before it (tests/golden/metrics_before_issue15.json, written at
+the commit it names, with one torch thread)."""
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from lib.results import _normalize
+
+GOLDEN = json.loads((Path(__file__).parent / "golden" / "metrics_before_issue15.json").read_text())
+
+
+def train_now(train: str, config: dict) -> dict:
+    """Train a golden run through today's API: ``train`` names the function it was recorded with."""
+    from lib.batched import train_cff_seeds
+    from lib.cff import train_cff
+    from lib.norms import train_norms
+    from lib.ssl import train_simclr
+    from lib.studies.stop_gradient import run
+
+    if train == "lib.batched:train_cff_seeds":  # its cell: the seeds recorded with it, trained together
+        cell = [g["config"] for g in GOLDEN["runs"].values() if g["train"] == train]
+        return train_cff_seeds(cell, device="cpu")[cell.index(config)]
+    fn = {"lib.cff:train_cff": train_cff, "lib.ssl:train_simclr": train_simclr, "lib.norms:train_norms": train_norms,
+          "lib.studies.stop_gradient:run": run}[train]
+    return fn(**config)
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN["runs"]))
+def test_metrics_are_bit_identical_to_those_recorded_before_the_redesign(name):
+    golden = GOLDEN["runs"][name]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        metrics = dict(train_now(golden["train"], golden["config"]))
+    finally:
+        torch.set_num_threads(threads)
+    def numbers(m: dict) -> dict:  # leave out wall-clock seconds (train_s, eval_s, step_s)
+        return {key: value for key, value in m.items() if not key.endswith("_s")}
+
+    assert _normalize(numbers(metrics), nonfinite="encode") == numbers(golden["metrics"])
