@@ -68,3 +68,17 @@ def flag(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
         fail(name, value, "True or False")
     return value
+
+
+def unknown_names(kind: str, given: Iterable[str], known: Iterable[str]) -> None:
+    """Reject names not in ``known``, naming each and its close matches (a typo such as ``seedz``)."""
+    import difflib
+
+    known = sorted(known)
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        hints = []
+        for name in unknown:
+            close = difflib.get_close_matches(name, known, n=3)
+            hints.append(f"{name} (did you mean {' or '.join(close)}?)" if close else name)
+        raise ParameterError(f"unknown {kind} {', '.join(hints)}; known: {', '.join(known)}")

@@ -16,15 +16,17 @@ import shlex
 import sys
 from typing import Callable
 
+from lib.config import as_dict, call
+
 
 def train_function_name(train_fn: Callable) -> str:
     """``module.function`` of an importable training function (what the command imports)."""
     return f"{train_fn.__module__}.{train_fn.__qualname__}"
 
 
-def rerun_command(train_fn: Callable, config: dict, data_root: str | None = None) -> str:
-    """The shell command, run from the project root, that re-runs ``train_fn(**config)`` and prints its metrics."""
-    config_json = json.dumps(config, sort_keys=True, separators=(",", ":"))
+def rerun_command(train_fn: Callable, config, data_root: str | None = None) -> str:
+    """The shell command, run from the project root, that re-runs ``train_fn`` on ``config`` and prints its metrics."""
+    config_json = json.dumps(as_dict(config), sort_keys=True, separators=(",", ":"))
     command = f"python -m lib.rerun --train {train_function_name(train_fn)} --config {shlex.quote(config_json)}"
     return command + (f" --data-root {shlex.quote(str(data_root))}" if data_root else "")
 
@@ -52,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         train, config = args.train, json.loads(args.config)
     else:
         parser.error("give a record file, or --train and --config")
-    metrics = load_train_function(train)(data_root=args.data_root, progress=False, **config)
+    metrics = call(load_train_function(train), config, data_root=args.data_root, progress=False)
     print(json.dumps(metrics, default=str, indent=1))
     return 0
 

@@ -6,8 +6,8 @@ Layout under a results ``root``::
     <root>/runs/<study>/<profile>/<run_id>.json     one record per run
     <root>/tables/<study>_<profile>.csv             the collected table (``write_table``)
 
-A run is identified by its config: ``run_id = config_hash(config)``, the first 16 hex chars of
-the SHA-256 of ``canonical_json(config)``. Study and profile are not part of the hash; they
+A run is identified by its config (a typed config of ``lib.config`` or its dict form):
+``run_id = config_hash(config)``, the first 16 hex chars of the SHA-256 of ``config_json(config)``. Study and profile are not part of the hash; they
 select the folder. Put everything that makes runs differ (seed, dataset, hyper-parameters) in
 the config: ``write`` refuses a ``seed``/``dataset`` argument that contradicts a ``seed``/
 ``dataset`` key of the config.
@@ -20,16 +20,16 @@ Hashing rules (``canonical_json``)
 * tuples become lists (``(1, 2)`` and ``[1, 2]`` hash equal);
 * numpy / torch scalars and arrays are converted with ``.item()`` / ``.tolist()`` first, so
   ``np.float64(0.5)`` hashes like ``0.5``;
-* **int and float are distinct**: ``1`` and ``1.0`` give *different* hashes (JSON keeps the
-  difference and a record must round-trip to the same config, so ``lr=1`` and ``lr=1.0`` are
-  different configs). Likewise ``True`` differs from ``1``; ``-0.0`` differs from ``0.0``;
+* **numbers are normalised** (``config_json``): a float with an integral value hashes as that
+  integer, so ``epochs=10`` and ``epochs=10.0`` are one config, and ``-0.0`` is ``0``. The record
+  keeps the config as given. ``True`` still differs from ``1`` (a flag is not a number);
 * dict keys must be strings (``TypeError`` otherwise);
 * non-finite floats (nan, inf) are **rejected** in a config (``ValueError``): a config is
   strict JSON. Use ``None`` or a string for "no limit".
 
-Record schema (``SCHEMA_VERSION = 1``), one JSON object, keys sorted, indented by 2::
+Record schema (``SCHEMA_VERSION = 2``), one JSON object, keys sorted, indented by 2::
 
-    schema_version  int     1
+    schema_version  int     2   (1: before typed configs and normalised numbers; ``lib.migrate``)
     study           str
     profile         str
     run_id          str     16 hex chars == config_hash == the file name stem
@@ -44,7 +44,9 @@ Record schema (``SCHEMA_VERSION = 1``), one JSON object, keys sorted, indented b
                             numpy, platform, hostname, device, torch_threads
     timings         object  e.g. started_at (ISO-8601 UTC, see ``utc_now``), wall_s, train_s,
                             eval_s -- free-form, numbers or strings
-    extra           object  free-form additions (``{}`` when not given)
+    extra           object  free-form additions (``{}`` when not given); the sweep writes ``train``
+                            (the training function) and ``rerun`` (the command that re-runs it);
+                            a migrated record keeps its first id as ``legacy_run_id``
     written_at      str     ISO-8601 UTC time the record was written
 
 ``FINISHED_STATUSES = ("ok", "diverged")``: such a run is skipped by ``is_finished``;
@@ -97,9 +99,12 @@ import subprocess
 import sys
 import warnings
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
-SCHEMA_VERSION = 1
+from lib.config import as_dict
+
+SCHEMA_VERSION = 2
+LEGACY_SCHEMAS = (1,)  # upgraded by ResultsStore.migrate
 STATUSES = ("ok", "diverged", "failed")
 FINISHED_STATUSES = ("ok", "diverged")  # "failed" (an exception) is re-run next time
 
@@ -187,11 +192,27 @@ def canonical_json(obj: Any) -> str:
                       ensure_ascii=True, allow_nan=False)
 
 
-def config_hash(config: dict) -> str:
-    """First 16 hex chars of sha256(canonical_json(config)); see the module docstring."""
-    if not isinstance(config, dict):
+def _integral_floats_as_ints(obj: Any) -> Any:
+    if isinstance(obj, float) and obj.is_integer() and abs(obj) < 2 ** 53:
+        return int(obj)
+    if isinstance(obj, dict):
+        return {k: _integral_floats_as_ints(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_integral_floats_as_ints(v) for v in obj]
+    return obj
+
+
+def config_json(config: Any) -> str:
+    """The text a config is hashed from: ``canonical_json`` of its dict form, integral floats as ints."""
+    return json.dumps(_integral_floats_as_ints(_normalize(as_dict(config))), sort_keys=True,
+                      separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+
+
+def config_hash(config: Any) -> str:
+    """First 16 hex chars of sha256(config_json(config)); see the module docstring."""
+    if not isinstance(as_dict(config), dict):
         raise TypeError(f"config must be a dict, got {type(config).__name__}")
-    return hashlib.sha256(canonical_json(config).encode("ascii")).hexdigest()[:16]
+    return hashlib.sha256(config_json(config).encode("ascii")).hexdigest()[:16]
 
 
 def utc_now() -> str:
@@ -377,7 +398,7 @@ class ResultsStore:
     def __repr__(self) -> str:
         return f"ResultsStore({str(self.root)!r}, study={self.study!r}, profile={self.profile!r})"
 
-    def run_id(self, config: dict) -> str:
+    def run_id(self, config: Any) -> str:
         return config_hash(config)
 
     def path(self, run_id: str) -> Path:
@@ -405,7 +426,8 @@ class ResultsStore:
         if missing:
             return self._corrupt(path, f"missing keys {sorted(missing)}")
         if rec["schema_version"] != SCHEMA_VERSION:
-            return self._corrupt(path, f"schema_version {rec['schema_version']!r} != {SCHEMA_VERSION}")
+            hint = "; run `python -m lib.migrate` to upgrade it" if rec["schema_version"] in LEGACY_SCHEMAS else ""
+            return self._corrupt(path, f"schema_version {rec['schema_version']!r} != {SCHEMA_VERSION}{hint}")
         if rec["run_id"] != path.stem:
             return self._corrupt(path, f"run_id {rec['run_id']!r} differs from the file name")
         if not isinstance(rec["config"], dict) or not isinstance(rec["metrics"], dict) \
@@ -425,13 +447,13 @@ class ResultsStore:
         """The record of ``run_id``; None if absent or corrupt (corrupt: a warning names it)."""
         return self._read(self.path(run_id))
 
-    def is_finished(self, config: dict) -> bool:
+    def is_finished(self, config: Any) -> bool:
         """True if a valid record of ``config`` exists with status in FINISHED_STATUSES."""
         run_id = self.run_id(config)
         rec = self.load(run_id)
         if rec is None or rec["status"] not in FINISHED_STATUSES:
             return False
-        if canonical_json(rec["config"]) != canonical_json(config):  # hash collision guard
+        if config_json(rec["config"]) != config_json(config):  # hash collision guard
             warnings.warn(f"results record {self.path(run_id)} holds another config with the "
                           f"same hash; treated as not finished", ResultsStoreWarning, stacklevel=2)
             return False
@@ -458,7 +480,7 @@ class ResultsStore:
         """Delete the temp files of writers on this host that were killed mid-write (module docstring)."""
         return remove_stale_temp_files(self.runs_dir) if self.runs_dir.is_dir() else []
 
-    def write(self, config: dict, *, seed: int, dataset: str, status: str, metrics: dict,
+    def write(self, config: Any, *, seed: int, dataset: str, status: str, metrics: dict,
               timings: dict, error: str | None = None, extra: dict | None = None) -> dict:
         """Build, atomically write and return the record of one run (schema: module docstring).
 
@@ -473,6 +495,7 @@ class ResultsStore:
                 raise TypeError(f"seed={seed!r} must be an int")
         if not isinstance(dataset, str):
             raise TypeError(f"dataset={dataset!r} must be a str")
+        config = as_dict(config)
         for name, val in (("seed", seed), ("dataset", dataset)):
             if isinstance(config, dict) and name in config and config[name] != val:
                 raise ValueError(f"{name}={val!r} contradicts config[{name!r}]={config[name]!r}")
@@ -547,3 +570,36 @@ class ResultsStore:
         path = self.table_path.with_name(f"{self.study}_{self.profile}_{_check_name('name', name)}.csv")
         atomic_write_text(path, frame.to_csv(index=False, lineterminator="\n"))
         return path
+
+    # ---- migration
+
+    def migrate(self, upgrade: Callable[[dict], tuple[dict, dict]]) -> list[tuple[str, str]]:
+        """Rewrite every record of an earlier schema, or whose config ``upgrade`` changes, in today's form.
+
+        ``upgrade(record) -> (config, extra)``: the record's config in today's form, and entries to set
+        in its ``extra`` (e.g. the training function's name). The run id becomes the hash of the new
+        config (the file is renamed; the first id stays in ``extra.legacy_run_id``); metrics, timings,
+        environment and ``written_at`` are kept. Repeating a migration changes nothing. Returns the
+        (old, new) run ids of the records rewritten.
+        """
+        changed = []
+        for path in sorted(self.runs_dir.glob("*.json")) if self.runs_dir.is_dir() else []:
+            record = json.loads(path.read_text(encoding="utf-8"))
+            if record.get("schema_version") not in (*LEGACY_SCHEMAS, SCHEMA_VERSION):
+                self._corrupt(path, f"schema_version {record.get('schema_version')!r} cannot be migrated")
+                continue
+            config, extra = upgrade(record)
+            config = _normalize(as_dict(config), "config")
+            run_id = config_hash(config)
+            new = {**record, "schema_version": SCHEMA_VERSION, "config": config, "run_id": run_id,
+                   "config_hash": run_id, "extra": {**record["extra"], **extra}}
+            if run_id != record["run_id"]:
+                new["extra"].setdefault("legacy_run_id", record["run_id"])
+            if new == record:
+                continue
+            text = json.dumps(new, sort_keys=True, indent=2, ensure_ascii=True, allow_nan=False)
+            atomic_write_text(self.path(run_id), text + "\n")
+            if run_id != path.stem:
+                path.unlink()
+            changed.append((record["run_id"], run_id))
+        return changed

@@ -22,18 +22,19 @@ import submitit
 import torch
 from tqdm import tqdm  # plain bar: disable=None hides it off a terminal, e.g. under papermill
 
+from lib.config import as_dict, call
 from lib.rerun import rerun_command, train_function_name
 from lib.results import ResultsStore, utc_now
 
 
-def run_one(train_fn: Callable, config: dict, data_root: str | None,
+def run_one(train_fn: Callable, config, data_root: str | None,
             device: str = "cpu") -> tuple[str, dict, dict, str | None]:
     """Run one config; never raises, so one broken run cannot take down a sweep."""
     started_at = utc_now()
     t0 = time.perf_counter()
     try:
         on_device = {"device": device} if device != "cpu" else {}  # train functions default to the CPU
-        metrics = dict(train_fn(data_root=data_root, progress=False, **on_device, **config))
+        metrics = dict(call(train_fn, config, data_root=data_root, progress=False, **on_device))
     except Exception:  # recorded as "failed" and retried by the next sweep
         return "failed", {}, {"started_at": started_at, "wall_s": time.perf_counter() - t0}, traceback.format_exc()
     return _outcome(metrics, started_at, time.perf_counter() - t0)
@@ -53,7 +54,7 @@ def _cells(configs: list[dict]) -> list[list[dict]]:
     """Group configs into cells: same config but for the seed."""
     cells: dict[str, list[dict]] = {}
     for c in configs:
-        cells.setdefault(json.dumps({k: v for k, v in c.items() if k != "seed"}, sort_keys=True), []).append(c)
+        cells.setdefault(json.dumps({k: v for k, v in as_dict(c).items() if k != "seed"}, sort_keys=True), []).append(c)
     return list(cells.values())
 
 
@@ -71,10 +72,11 @@ def _run_cell(batched_fn: Callable, train_fn: Callable, cell: list[dict], data_r
     return [_outcome(m, started_at, wall_s) for m in results]
 
 
-def record_run(store: ResultsStore, train_fn: Callable, config: dict, outcome: tuple, data_root: str | None) -> dict:
+def record_run(store: ResultsStore, train_fn: Callable, config, outcome: tuple, data_root: str | None) -> dict:
     """Write one run's record: its outcome (from :func:`run_one`) and the command that re-runs it."""
     status, metrics, timings, error = outcome
     provenance = {"train": train_function_name(train_fn), "rerun": rerun_command(train_fn, config, data_root)}
+    config = as_dict(config)
     return store.write(config, seed=config["seed"], dataset=config["dataset"], status=status,
                        metrics=metrics, timings=timings, error=error, extra=provenance)
 

@@ -1,6 +1,7 @@
 """Tests of lib.results: hashing, record round trip, atomic writes, corruption, table."""
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import math
@@ -14,7 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lib import config as config_module
 from lib import results as R
+from lib.config import Config
+from lib.params import ParameterError
 from lib.results import (FINISHED_STATUSES, ResultsStore, ResultsStoreError, ResultsStoreWarning,
                          atomic_write_text, canonical_json, config_hash)
 
@@ -61,9 +65,11 @@ def test_config_hash_changes_with_any_value(key, new):
     assert config_hash(dict(base, extra=0)) != config_hash(base)  # an added key changes it
 
 
-def test_config_hash_int_vs_float_are_distinct_and_tuples_are_lists():
-    # documented choice: 1 and 1.0 are different configs (JSON keeps the difference)
-    assert config_hash({"lr": 1}) != config_hash({"lr": 1.0})
+def test_config_hash_normalises_numbers_but_not_flags_and_tuples_are_lists():
+    # 10 and 10.0 are one config (issue 15); a flag is not a number; a non-integral float stays itself
+    assert config_hash({"epochs": 10}) == config_hash({"epochs": 10.0})
+    assert config_hash({"x": {"n": [0.0, 2]}}) == config_hash({"x": {"n": [-0.0, 2.0]}})
+    assert config_hash({"lr": 1}) != config_hash({"lr": 1.5})
     assert config_hash({"flag": True}) != config_hash({"flag": 1})
     # but the hash is stable for each: same type, same hash, also through numpy scalars
     assert config_hash({"lr": 1.0}) == config_hash({"lr": np.float64(1.0)})
@@ -277,7 +283,7 @@ def test_record_under_wrong_name_is_corrupt(store):
         assert len(store.records()) == 1
 
 
-@pytest.mark.parametrize("version", [0, 2, "1", None])
+@pytest.mark.parametrize("version", [0, 1, 3, "2", None])
 def test_record_of_another_schema_version_is_not_read_nor_finished(store, version):
     """A record written under another schema may mean other things by the same keys: never read as ours."""
     rec = _write(store)
@@ -388,3 +394,62 @@ def test_any_json_config_round_trips(store, config):
     assert canonical_json(loaded["config"]) == canonical_json(config)
     assert config_hash(loaded["config"]) == config_hash(config) == loaded["run_id"]
     assert store.is_finished(config)
+
+
+# ------------------------------------------------------------------------- typed configs, migration
+
+@dataclasses.dataclass(frozen=True)
+class _Toy(Config):
+    seed: int = 0
+    dataset: str = "shapes"
+    epochs: int = 3
+    lr: float = 0.5
+
+    @classmethod
+    def from_legacy(cls, values: dict) -> "_Toy":  # schema 1 called lr "rate"
+        values = dict(values)
+        if "rate" in values:
+            values["lr"] = values.pop("rate")
+        return cls.from_dict(values)
+
+
+def _train_toy(config: _Toy, *, data_root=None, progress=None) -> dict:
+    return {"status": "ok", "product": config.epochs * config.lr}
+
+
+def test_a_typed_config_and_its_dict_form_are_one_run(store):
+    typed = _Toy(seed=2, lr=2.0)
+    assert store.run_id(typed) == store.run_id({"seed": 2, "dataset": "shapes", "epochs": 3, "lr": 2})
+    store.write(typed, seed=2, dataset="shapes", status="ok", metrics={}, timings={})
+    assert store.is_finished(typed) and store.is_finished(typed.as_dict())
+    assert config_module.build(_train_toy, store.records()[0]["config"]) == typed
+
+
+def test_from_dict_names_an_unknown_field_and_its_close_match():
+    with pytest.raises(ParameterError, match=r"epochz \(did you mean epochs\?\)"):
+        _Toy.from_dict({"epochz": 3})
+
+
+def test_migration_renames_fields_moves_the_run_id_and_is_idempotent(tmp_path, monkeypatch):
+    store = ResultsStore(tmp_path, "toy", "quick")
+    rec = store.write({"seed": 1, "dataset": "shapes", "epochs": 3.0, "rate": 0.5}, seed=1, dataset="shapes",
+                      status="ok", metrics={"acc": 0.25}, timings={"wall_s": 1.0})
+    old_path = store.path(rec["run_id"])
+    legacy = json.loads(old_path.read_text())
+    legacy["schema_version"] = 1  # as written before typed configs
+    old_path.write_text(json.dumps(legacy))
+    with pytest.warns(ResultsStoreWarning, match="lib.migrate"):
+        assert store.records() == []
+
+    def upgrade(record):
+        return config_module.build(_train_toy, record["config"], legacy=True), {"train": "toy"}
+
+    assert store.migrate(upgrade) == [(rec["run_id"], store.run_id(_Toy(seed=1)))]
+    [migrated] = store.records()
+    assert not old_path.exists() and migrated["run_id"] == store.run_id(_Toy(seed=1))
+    assert migrated["config"] == {"seed": 1, "dataset": "shapes", "epochs": 3, "lr": 0.5}
+    assert migrated["extra"] == {"train": "toy", "legacy_run_id": rec["run_id"]}
+    assert {k: migrated[k] for k in ("metrics", "timings", "environment", "written_at")} == \
+        {k: rec[k] for k in ("metrics", "timings", "environment", "written_at")}
+    assert store.is_finished(_Toy(seed=1))
+    assert store.migrate(upgrade) == []  # a second migration changes nothing

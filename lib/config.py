@@ -1,0 +1,89 @@
+"""Typed run configs: one frozen dataclass per training method, and the few functions that move a
+config between its typed form (what a training function takes) and its record form (a JSON dict).
+
+A config class subclasses :class:`Config`, declares its fields with their defaults (the one place a
+default lives) and checks them in ``__post_init__``, raising :class:`lib.params.ParameterError` that
+names the field. A training function takes it as its first parameter, ``config``, annotated with the
+class: ``train_cff(config: CFFConfig, *, data_root=None, device="cpu", progress=None) -> dict``. That
+annotation is how the sweep, ``lib.rerun`` and ``lib.migrate`` rebuild a config from a record.
+
+``from_legacy`` maps a config dict written under an earlier record schema to today's fields (renamed
+fields, fields added since with the value that leaves the run as it was); it must accept a dict that is
+already in today's form, so that a migration can be repeated.
+"""
+from __future__ import annotations
+
+import dataclasses
+import typing
+from typing import Any, Callable
+
+from lib import params
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Base of the typed configs: construction from a dict that rejects unknown keys by name."""
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "Config":
+        params.unknown_names(f"{cls.__name__} field", values, (f.name for f in dataclasses.fields(cls)))
+        return cls(**values)
+
+    @classmethod
+    def from_legacy(cls, values: dict) -> "Config":
+        """A config recorded under an earlier schema; the base class had no renames."""
+        return cls.from_dict(values)
+
+    def replace(self, **changes) -> "Config":
+        """A copy with ``changes`` applied and checked again."""
+        return dataclasses.replace(self, **changes)
+
+    def as_dict(self) -> dict:
+        return as_dict(self)
+
+
+def as_dict(config: Any) -> dict:
+    """The record form of a config: a typed config's fields as a dict (a dict is returned as it is)."""
+    if dataclasses.is_dataclass(config) and not isinstance(config, type):
+        return {f.name: _plain(getattr(config, f.name)) for f in dataclasses.fields(config)}
+    if isinstance(config, dict):
+        return config
+    raise TypeError(f"a run config is a typed config or a dict, not {type(config).__name__}")
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return as_dict(value)
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def config_class(train_fn: Callable) -> type | None:
+    """The config class a training function takes (its ``config`` annotation); None for keyword-style ones."""
+    try:
+        hints = typing.get_type_hints(train_fn)
+    except Exception:  # an annotation that does not resolve: not a typed training function
+        return None
+    cls = hints.get("config")
+    return cls if isinstance(cls, type) and dataclasses.is_dataclass(cls) else None
+
+
+def build(train_fn: Callable, values: dict, *, legacy: bool = False) -> Any:
+    """The config ``train_fn`` takes, from its record form (``legacy``: from an earlier schema)."""
+    cls = config_class(train_fn)
+    if cls is None:
+        return dict(values)
+    return (cls.from_legacy if legacy else cls.from_dict)(dict(values))
+
+
+def call(train_fn: Callable, config: Any, **options) -> dict:
+    """Train one run: ``train_fn(config, **options)`` for a typed function (a dict config is built
+    into its class first); the keyword style ``train_fn(**config, **options)`` otherwise."""
+    if config_class(train_fn) is None:
+        return train_fn(**as_dict(config), **options)
+    if isinstance(config, dict):
+        config = build(train_fn, config)
+    return train_fn(config, **options)
