@@ -57,16 +57,15 @@ must be carried over too -- ``unstack_seed`` copies only the parameters.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 
 import torch
 import torch.nn.functional as F
 from torch.func import functional_call, stack_module_state, vmap
 
-from tqdm import tqdm
-
-from lib.cff import CURVES, cff_config, get_dataset, linear_probe, new_model, run_metrics, split_indices, two_views
-from lib.diagnostics import positive_pair_density
+from lib.cff import CFFConfig, evaluate_run, new_model, split_indices, train_epochs
+from lib.data import get_dataset
 from lib.losses import margin_schedule, margin_supcon
 from lib.models import CFFViT
 
@@ -190,7 +189,7 @@ def unstack_seed(base: CFFViT, params: dict[str, torch.Tensor], s: int) -> CFFVi
     return model
 
 
-def train_cff_seeds(configs: list[dict], *, data_root: str | None = None, device: str = "cuda",
+def train_cff_seeds(configs: list[CFFConfig], *, data_root: str | None = None, device: str = "cuda",
                     progress: bool | None = None) -> list[dict] | None:
     """``lib.cff.train_cff`` for the seeds of one cell at once, as one stacked model on ``device``.
 
@@ -201,53 +200,26 @@ def train_cff_seeds(configs: list[dict], *, data_root: str | None = None, device
     cell's training time divided by the number of seeds), or None when any seed's loss turns
     non-finite: the caller then trains the seeds one by one, which records the diverging ones.
     """
-    cs = [cff_config(**c) for c in configs]
-    cell = [{k: v for k, v in c.items() if k != "seed"} for c in cs]
-    if not cs or any(other != cell[0] for other in cell[1:]):
+    if not configs or any(dataclasses.replace(c, seed=0) != dataclasses.replace(configs[0], seed=0) for c in configs):
         raise ValueError("train_cff_seeds needs one or more configs that differ only in 'seed'")
-    c0, S = cs[0], len(cs)
+    c0, S = configs[0], len(configs)
     t_start = time.perf_counter()
-    ds = get_dataset(c0, data_root)
-    gens = [torch.Generator().manual_seed(c["seed"]) for c in cs]
-    splits = [split_indices(ds, c, g) for c, g in zip(cs, gens)]
-    base, params = stack_seeds([new_model(ds, c, device) for c in cs])
-    optimizer = torch.optim.AdamW(params.values(), lr=c0["lr"], weight_decay=c0["weight_decay"])
-    margins = margin_schedule(c0["m0"], c0["m_last"], c0["layers"])
-    x_all, y_all = ds.x_train.to(device), ds.y_train.to(device)
+    ds = get_dataset(c0.dataset, c0.dataset_options, data_root)
+    gens = [torch.Generator().manual_seed(c.seed) for c in configs]
+    splits = [split_indices(ds, c, g) for c, g in zip(configs, gens)]
+    base, params = stack_seeds([new_model(ds, c, device) for c in configs])
+    optimizer = torch.optim.AdamW(params.values(), lr=c0.lr, weight_decay=c0.weight_decay)
+    margins = margin_schedule(c0.m0, c0.m_last, c0.layers)
 
-    curves = [{key: [] for key in CURVES} for _ in cs]
-    densities: list[list[float]] = [[] for _ in cs]
-    n, bs = len(splits[0][0]), c0["batch_size"]
-    bar = tqdm(total=c0["epochs"], desc=f"cff {S} seeds", disable=None if progress is None else not progress, leave=False)
-    for _ in range(c0["epochs"]):
-        sums, steps = 0, 0
-        # the same draws, in the same order, as each seed's train_cff: its epoch permutation first
-        orders = [train_idx[torch.randperm(n, generator=g)].to(device) for (train_idx, _), g in zip(splits, gens)]
-        for start in range(0, n, bs):
-            idx = [order[start:start + bs] for order in orders]
-            views = torch.stack([two_views(x_all[i], c, ds, g) for i, c, g in zip(idx, cs, gens)])
-            labels = torch.stack([torch.cat([y_all[i]] * 2) for i in idx])
-            step = batched_cff_step(base, params, optimizer, views, labels, margins, margin_mode=c0["margin_mode"],
-                                    stabilizer=c0["stabilizer"], temperature=c0["temperature"])
-            if step is None:
-                bar.close()
-                return None
-            sums, steps = sums + step, steps + 1
-            for s in range(S):
-                densities[s].append(positive_pair_density(labels[s]))
-        for s in range(S):
-            for key, row in zip(CURVES, (sums[s] / steps).tolist()):
-                curves[s][key].append(row)
-        bar.update()
-    bar.close()
+    def step(views, labels):
+        return batched_cff_step(base, params, optimizer, torch.stack(views), torch.stack(labels), margins,
+                                margin_mode=c0.margin_mode, stabilizer=c0.stabilizer, temperature=c0.temperature)
+
+    curves, densities, status = train_epochs(c0, ds, [train_idx for train_idx, _ in splits], gens, step,
+                                             device=device, progress=progress, desc=f"cff {S} seeds")
+    if status != "ok":
+        return None
     train_s = (time.perf_counter() - t_start) / S
-
-    results = []
-    for s, (c, g, (train_idx, val_idx)) in enumerate(zip(cs, gens, splits)):
-        t_eval = time.perf_counter()
-        probe = linear_probe(unstack_seed(base, params, s), ds, train_idx=train_idx, val_idx=val_idx,
-                             epochs=c["probe_epochs"], lr=c["probe_lr"], batch_size=c["probe_batch_size"], generator=g)
-        metrics = run_metrics(status="ok", curves=curves[s], densities=densities[s], probe=probe, margins=margins,
-                              train_images=n)
-        results.append({**metrics, "train_s": train_s, "eval_s": time.perf_counter() - t_eval})
-    return results
+    return [evaluate_run(unstack_seed(base, params, s), ds, c, train_idx=train_idx, val_idx=val_idx, generator=g,
+                         status=status, curves=curves[s], densities=densities[s], margins=margins, train_s=train_s)
+            for s, (c, g, (train_idx, val_idx)) in enumerate(zip(configs, gens, splits))]

@@ -29,16 +29,15 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from lib.augment import augment
-from lib.cff import CHUNK_TOKENS, cff_config, cff_step, get_dataset, linear_probe, train_cff
-from lib.data import DatasetNotFoundError, load_dataset
+from lib.cff import CHUNK_TOKENS, CFFConfig, cff_probe, cff_step, new_model, train_cff
+from lib.data import DatasetNotFoundError, get_dataset, load_dataset
 from lib.losses import margin_schedule
-from lib.models import CFFViT
 from lib.results import ResultsStore
 from lib.ssl import simclr_step_rate
 from lib.studies import margin_factorial
 from lib.sweep import run_sweep
 
-PAPER_CFF = dict(width=128, heads=4, layers=8, patch=4)
+PAPER_CFF = dict(embed_dim=128, heads=4, layers=8, patch=4)
 
 
 def timed(fn, *, repeat: int, warmup: int = 1) -> float:
@@ -77,24 +76,22 @@ def cifar10(data_root: str | None):
         return load_dataset("shapes", image_size=32, n_train=10240, n_test=10240)
 
 
-def training_step(config: dict, ds, batch: int, *, chunk_tokens: int = CHUNK_TOKENS):
+def training_step(config: CFFConfig, ds, batch: int, *, chunk_tokens: int = CHUNK_TOKENS):
     """train_cff's step on one fixed batch: ``(step, views)`` closures and the step's model FLOPs per image."""
-    torch.manual_seed(config["seed"])
-    gen = torch.Generator().manual_seed(config["seed"])
-    model = CFFViT(channels=ds.channels, image_size=ds.image_size, patch=config["patch"], width=config["width"],
-                   heads=config["heads"], layers=config["layers"])
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config["lr"], weight_decay=config["weight_decay"])
-    margins = margin_schedule(config["m0"], config["m_last"], config["layers"])
+    gen = torch.Generator().manual_seed(config.seed)
+    model = new_model(ds, config)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    margins = margin_schedule(config.m0, config.m_last, config.layers)
     x, y = ds.x_train[:batch], ds.y_train[:batch]
     labels = torch.cat([y, y])
 
     def views():
-        return torch.cat([augment(x, padding=config["padding"], flip=config["flip"], mean=ds.mean, std=ds.std,
+        return torch.cat([augment(x, padding=config.padding, flip=config.flip, mean=ds.mean, std=ds.std,
                                   generator=gen) for _ in range(2)])
 
     def step():
-        cff_step(model, optimizer, views(), labels, margins, margin_mode=config["margin_mode"],
-                 stabilizer=config["stabilizer"], temperature=config["temperature"], chunk_tokens=chunk_tokens)
+        cff_step(model, optimizer, views(), labels, margins, margin_mode=config.margin_mode,
+                 stabilizer=config.stabilizer, temperature=config.temperature, chunk_tokens=chunk_tokens)
 
     with FlopCounterMode(display=False) as counter:
         step()
@@ -103,7 +100,7 @@ def training_step(config: dict, ds, batch: int, *, chunk_tokens: int = CHUNK_TOK
 
 def cff_step_rate(ds, batch: int, *, repeat: int, chunk_tokens: int = CHUNK_TOKENS) -> dict:
     """Images/s and FLOPs per image of the real training step at the paper's config (augmentation included)."""
-    step, views, flops_per_image = training_step(cff_config(**PAPER_CFF), ds, batch, chunk_tokens=chunk_tokens)
+    step, views, flops_per_image = training_step(CFFConfig(**PAPER_CFF), ds, batch, chunk_tokens=chunk_tokens)
     step_s = timed(step, repeat=repeat)
     data_s = timed(views, repeat=max(3, repeat))
     return dict(batch=batch, images_per_s=batch / step_s, gflop_per_image=flops_per_image / 1e9,
@@ -151,26 +148,25 @@ def augmentation_rates(x_uint8: torch.Tensor, *, batches: int, batch: int = 512)
 def probe_share(data_root: str | None, *, steps: int) -> dict:
     """The probe's share of a `cpu`-profile run of study 1: probe time / (training + probe)."""
     settings = margin_factorial.PROFILES["cpu"]
-    keys = ("dataset", "dataset_options", "layers", "width", "heads", "patch", "epochs", "batch_size", "probe_epochs")
-    config = cff_config(**{k: settings[k] for k in keys})
+    keys = ("dataset", "dataset_options", "layers", "embed_dim", "heads", "patch", "epochs", "batch_size", "probe_epochs")
+    config = CFFConfig(**{k: settings[k] for k in keys})
     try:
-        ds = get_dataset(config, data_root)
+        ds = get_dataset(config.dataset, config.dataset_options, data_root)
     except DatasetNotFoundError:
-        config = cff_config(**{**{k: settings[k] for k in keys}, "dataset": "shapes",
-                               "dataset_options": {"n_train": 10000, "n_test": 10000, "image_size": 32}})
-        ds = get_dataset(config, data_root)
-    step, _, _ = training_step(config, ds, config["batch_size"])
+        config = CFFConfig(**{**{k: settings[k] for k in keys}, "dataset": "shapes",
+                              "dataset_options": {"n_train": 10000, "n_test": 10000, "image_size": 32}})
+        ds = get_dataset(config.dataset, config.dataset_options, data_root)
+    step, _, _ = training_step(config, ds, config.batch_size)
     step_s = timed(step, repeat=steps)
-    n_train = round(len(ds.y_train) * (1 - config["val_fraction"]))
-    train_s = step_s * config["epochs"] * -(-n_train // config["batch_size"])
-    model = CFFViT(channels=ds.channels, image_size=ds.image_size, patch=config["patch"], width=config["width"],
-                   heads=config["heads"], layers=config["layers"])
+    n_train = round(len(ds.y_train) * (1 - config.val_fraction))
+    train_s = step_s * config.epochs * -(-n_train // config.batch_size)
+    model = new_model(ds, config)
     gen = torch.Generator().manual_seed(0)
     order = torch.randperm(len(ds.y_train), generator=gen)
-    n_val = round(config["val_fraction"] * len(order))
+    n_val = round(config.val_fraction * len(order))
     t0 = time.perf_counter()
-    linear_probe(model, ds, train_idx=order[n_val:], val_idx=order[:n_val], epochs=config["probe_epochs"],
-                 lr=config["probe_lr"], batch_size=config["probe_batch_size"], generator=gen)
+    cff_probe(model, ds, train_idx=order[n_val:], val_idx=order[:n_val], epochs=config.probe_epochs,
+              lr=config.probe_lr, batch_size=config.probe_batch_size, generator=gen)
     probe_s = time.perf_counter() - t0
     return dict(train_s_estimated=train_s, probe_s=probe_s, probe_share=probe_s / (train_s + probe_s))
 
@@ -183,8 +179,8 @@ def parallel_seed_scaling(seeds: int, epochs: int, tmp: Path) -> dict:
     """
     cores = os.cpu_count() or 1
     base = dict(dataset="shapes", dataset_options={"n_train": 4000, "n_test": 500, "image_size": 32}, layers=4,
-                width=64, heads=4, epochs=epochs, batch_size=256, probe_epochs=5)
-    configs = [cff_config(seed=s, **base) for s in range(seeds)]
+                embed_dim=64, heads=4, epochs=epochs, batch_size=256, probe_epochs=5)
+    configs = [CFFConfig(seed=s, **base) for s in range(seeds)]
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     t0 = time.perf_counter()

@@ -1,10 +1,10 @@
 """Layer-local Contrastive Forward-Forward training and its linear-probe evaluation.
 
-``train_cff(**config)`` is the whole method in one readable function: the notebooks' parameters go
-in as keyword arguments, a metrics dict comes out. ``cff_config(**overrides)`` fills in and checks
-a config before any compute, so a bad parameter fails with its name and the allowed values.
+``train_cff(config)`` is the whole method in one readable function: a checked :class:`CFFConfig` goes
+in, a metrics dict comes out. The epoch loop (:func:`train_epochs`) runs S seeds at once, so that
+``lib.batched.train_cff_seeds`` shares it with S = 1 here; only the step differs.
 
-Decisions where STUDIES.md is silent [ours]:
+Decisions where the sources are silent [ours]:
 - Each layer has its own AdamW in CFF's code. AdamW acts element-wise (no global clipping), so one
   AdamW over all parameters takes exactly the same steps. Every layer's input is detached, so its
   loss's backward pass reaches only its own parameters; it runs right after the layer's forward,
@@ -14,21 +14,14 @@ Decisions where STUDIES.md is silent [ours]:
 - The last, smaller batch of an epoch is kept (every image is seen once per epoch).
 - A non-finite loss stops the run: it is recorded with status "diverged" and NaN accuracy.
 
-Speed (measured with ``python -m lib.bench`` on 2 AVX-512 cores, paper config, batch 512): the
-step runs each layer on cache-sized chunks of the batch (``cff_step``), 1.45x the whole-batch
-step. Tried and not used: ``torch.compile`` of each layer (no gain beyond noise, 145 vs 142
-images/s, for 6-70 s of compilation) and bfloat16 autocast (1.5x slower: the casts cost more than
-the faster matmuls save at these sizes). The fused CPU attention kernel is the floor: about a third
-of the step for 2% of its FLOPs (head dimension 32, 64 tokens). Attention alternatives on one
-256-image chunk (4 heads, forward and backward, 2 threads): fused SDPA 36 ms, the textbook
-softmax(QK^T)V 31 ms (the same compiled: 30 ms), either on cache-sized pieces of 4-64 images
-43-69 ms; FlexAttention has no CPU backward in torch 2.14. None is the 2.5x the 60% target needs.
+Speed measurements and the alternatives tried are in docs/notes/cff.md.
 """
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
-from functools import lru_cache
+from typing import Callable
 
 import torch
 import torch.nn as nn
@@ -37,105 +30,83 @@ from tqdm import tqdm  # plain bar: disable=None hides it off a terminal, e.g. u
 
 from lib import params
 from lib.augment import DISTORTION_LEVELS, augment, distort, normalize
-from lib.data import DATASETS, data_shape, load_dataset
+from lib.config import Config
+from lib.data import DATASETS, ImageDataset, data_shape, get_dataset
 from lib.diagnostics import clamp_activation_rate, positive_pair_density
 from lib.losses import MARGIN_MODES, STABILIZERS, margin_schedule, margin_supcon
 from lib.models import CFFViT
 
-# Training augmentation per dataset: (crop padding, horizontal flip); no flips for digits [ours].
-AUGMENTATION = {
-    "cifar10": (12, True),      # [code]
-    "cifar100": (4, True),      # [code]
-    "svhn": (4, False),         # [ours]
-    "fashion_mnist": (4, False),  # [ours]
-    "mnist": (4, False),        # [ours]
-    "digits": (1, False),       # [ours] 8x8 images: one pixel is already an 12% shift
-    "shapes": (2, True),        # [ours] procedural 16x16 images
-}
 
-DEFAULTS = dict(
-    dataset="cifar10",       # a name from lib.data.DATASETS
-    dataset_options={},      # extra load_dataset options, e.g. {"num_classes": 10, "difficulty": 0.3}
-    train_subset=0,          # use only this many training images (0 = all)
-    seed=0,
-    margin_mode="clamp",     # clamp | subtract | none
-    stabilizer="detach",     # detach | direct
-    m0=0.4,                  # margin at layer 0
-    m_last=0.1,              # margin at the last layer
-    temperature=0.15,
-    layers=8,                # MARGIN paper: 8 [paper]; CFF code default 5
-    width=128,               # embedding dimension E
-    heads=4,
-    patch=4,
-    epochs=600,
-    batch_size=512,
-    lr=0.004,
-    weight_decay=0.01,       # PyTorch's AdamW default, as in CFF's code
-    padding=None,            # None = AUGMENTATION[dataset]
-    flip=None,               # None = AUGMENTATION[dataset]
-    aug_level=0,             # extra augmentation strength before the crop/flip: lib.augment.distort, 0 (none) .. 4
-    val_fraction=0.1,
-    probe_epochs=50,
-    probe_lr=5e-4,
-    probe_batch_size=512,
-    threads=0,               # torch threads in this process (0 = leave as is)
-)
+@dataclasses.dataclass(frozen=True)
+class CFFConfig(Config):
+    """One CFF run, checked on construction: a bad field raises ParameterError naming it."""
 
-# Parameters added after the first results, with the value that leaves a run as it was before.
-ADDED_LATER = {"aug_level": 0}
+    dataset: str = "cifar10"          # a name from lib.data.DATASETS [paper]
+    dataset_options: dict = dataclasses.field(default_factory=dict)  # load_dataset options, e.g. {"difficulty": 0.3}
+    train_subset: int = 0             # use only this many training images (0 = all) [ours]
+    seed: int = 0
+    margin_mode: str = "clamp"        # clamp | subtract | none [paper]
+    stabilizer: str = "detach"        # detach | direct [paper]
+    m0: float = 0.4                   # margin at layer 0 [code]
+    m_last: float = 0.1               # margin at the last layer; linear in between [code]
+    temperature: float = 0.15         # [code]
+    layers: int = 8                   # MARGIN paper: 8 [paper]; CFF code default 5
+    embed_dim: int = 128              # embedding dimension E [paper]
+    heads: int = 4                    # [paper]
+    patch: int = 4                    # [paper]
+    epochs: int = 600                 # CFF's default [code]; MARGIN's count is unknown
+    batch_size: int = 512             # images per batch, two views each [paper]
+    lr: float = 0.004                 # AdamW learning rate of every layer [code]
+    weight_decay: float = 0.01        # PyTorch's AdamW default, as in CFF's code [code]
+    padding: int | None = None        # crop padding; None: the dataset's registry entry [code]/[ours]
+    flip: bool | None = None          # horizontal flips; None: the dataset's registry entry [code]/[ours]
+    aug_level: int = 0                # extra augmentation before the crop/flip: lib.augment.distort, 0 (none) .. 4 [ours]
+    val_fraction: float = 0.1         # held out from training and from the probe's training [ours]
+    probe_epochs: int = 50            # [code]
+    probe_lr: float = 5e-4            # (no source recorded)
+    probe_batch_size: int = 512       # (no source recorded)
+    threads: int = 0                  # torch threads in this process (0 = leave as is)
 
+    def __post_init__(self):
+        if not isinstance(self.dataset_options, dict):
+            params.fail("dataset_options", self.dataset_options, "a dict of load_dataset options")
+        object.__setattr__(self, "dataset_options", dict(self.dataset_options))
+        params.choice("dataset", self.dataset, DATASETS)
+        params.choice("margin_mode", self.margin_mode, MARGIN_MODES)
+        params.choice("stabilizer", self.stabilizer, STABILIZERS)
+        for name in ("m0", "m_last"):
+            params.number(name, getattr(self, name), 0.0, 2.0)
+        for name in ("temperature", "lr", "probe_lr"):
+            params.number(name, getattr(self, name), 0.0, low_open=True)
+        params.number("weight_decay", self.weight_decay, 0.0)
+        params.number("val_fraction", self.val_fraction, 0.0, 0.5, low_open=True)
+        for name in ("layers", "embed_dim", "heads", "patch", "epochs", "batch_size", "probe_epochs",
+                     "probe_batch_size"):
+            params.integer(name, getattr(self, name), 1)
+        for name in ("seed", "train_subset", "threads"):
+            params.integer(name, getattr(self, name), 0)
+        if self.embed_dim % self.heads:
+            params.fail("embed_dim", self.embed_dim, f"a multiple of heads={self.heads}")
+        size = data_shape(self.dataset, self.dataset_options)[0]  # a bad image_size option fails in load_dataset
+        if isinstance(size, int) and size % self.patch:  # known before the data is loaded: fail now, not after
+            params.fail("patch", self.patch, f"a divisor of the image size {size} of {self.dataset}")
+        info = DATASETS[self.dataset]
+        object.__setattr__(self, "padding", params.integer(
+            "padding", info.crop_padding if self.padding is None else self.padding, 0))
+        object.__setattr__(self, "flip", params.flag("flip", info.flip if self.flip is None else self.flip))
+        if params.integer("aug_level", self.aug_level, 0) not in DISTORTION_LEVELS:
+            params.fail("aug_level", self.aug_level, f"one of {DISTORTION_LEVELS}")
 
-def cff_config(**overrides) -> dict:
-    """The full, checked config of one CFF run: DEFAULTS updated by ``overrides``."""
-    unknown = sorted(set(overrides) - set(DEFAULTS))
-    if unknown:
-        raise params.ParameterError(f"unknown CFF parameter(s) {unknown}; known: {', '.join(DEFAULTS)}")
-    c = {**DEFAULTS, **overrides}
-    if not isinstance(c["dataset_options"], dict):
-        params.fail("dataset_options", c["dataset_options"], "a dict of load_dataset options")
-    c["dataset_options"] = dict(c["dataset_options"])
-    params.choice("dataset", c["dataset"], DATASETS)
-    params.choice("margin_mode", c["margin_mode"], MARGIN_MODES)
-    params.choice("stabilizer", c["stabilizer"], STABILIZERS)
-    for name in ("m0", "m_last"):
-        params.number(name, c[name], 0.0, 2.0)
-    for name in ("temperature", "lr", "probe_lr"):
-        params.number(name, c[name], 0.0, low_open=True)
-    params.number("weight_decay", c["weight_decay"], 0.0)
-    params.number("val_fraction", c["val_fraction"], 0.0, 0.5, low_open=True)
-    for name in ("layers", "width", "heads", "patch", "epochs", "batch_size", "probe_epochs", "probe_batch_size"):
-        params.integer(name, c[name], 1)
-    for name in ("seed", "train_subset", "threads"):
-        params.integer(name, c[name], 0)
-    if c["width"] % c["heads"]:
-        params.fail("width", c["width"], f"a multiple of heads={c['heads']}")
-    size = data_shape(c["dataset"], c["dataset_options"])[0]  # a bad image_size option fails in load_dataset
-    if isinstance(size, int) and size % c["patch"]:  # known before the data is loaded: fail now, not after
-        params.fail("patch", c["patch"], f"a divisor of the image size {size} of {c['dataset']}")
-    padding, flip = AUGMENTATION[c["dataset"]]
-    c["padding"] = params.integer("padding", padding if c["padding"] is None else c["padding"], 0)
-    c["flip"] = params.flag("flip", flip if c["flip"] is None else c["flip"])
-    if params.integer("aug_level", c["aug_level"], 0) not in DISTORTION_LEVELS:
-        params.fail("aug_level", c["aug_level"], f"one of {DISTORTION_LEVELS}")
-    # A run id is the hash of its config. Parameters added after results were recorded join the
-    # config only when they change the run, so that every earlier record keeps its run id.
-    for name, neutral in ADDED_LATER.items():
-        if c[name] == neutral:
-            del c[name]
-    return c
+    @classmethod
+    def from_legacy(cls, values: dict) -> "CFFConfig":
+        """A record's config of schema 1 (``width`` for E; ``aug_level`` absent at 0), or of today's form."""
+        values = dict(values)
+        if "width" in values:
+            values["embed_dim"] = values.pop("width")
+        return cls.from_dict(values)
 
 
-@lru_cache(maxsize=4)
-def _cached_dataset(name: str, data_root: str | None, options: tuple):
-    return load_dataset(name, data_root=data_root, **dict(options))
-
-
-def get_dataset(config: dict, data_root: str | None = None):
-    """The run's dataset, loaded once per process (sweeps reuse it across runs)."""
-    return _cached_dataset(config["dataset"], data_root, tuple(sorted(config["dataset_options"].items())))
-
-
-# Images per chunk are chosen so one chunk's activations (tokens x width floats) stay in cache:
+# Images per chunk are chosen so one chunk's activations (tokens x E floats) stay in cache:
 # at the paper's config the whole-batch step runs its matmuls at ~40% of the machine's matmul rate
 # (every [65536 x 128] activation round-trips through memory), chunks of 256 images at ~65%.
 CHUNK_TOKENS = 16384
@@ -181,34 +152,89 @@ def cff_step(model: CFFViT, optimizer: torch.optim.Optimizer, views: torch.Tenso
     return torch.stack([losses.detach().double().cpu(), torch.tensor(cars, dtype=torch.float64), grad_norms.double().cpu()])
 
 
-def split_indices(ds, c: dict, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def split_indices(ds: ImageDataset, c: CFFConfig, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """The run's (train, validation) indices into the training split: a per-seed random 10% held out."""
     order = torch.randperm(len(ds.y_train), generator=generator)
-    n_val = max(1, round(c["val_fraction"] * len(order)))
+    n_val = max(1, round(c.val_fraction * len(order)))
     val_idx, train_idx = order[:n_val], order[n_val:]
-    if c["train_subset"]:
-        train_idx = train_idx[: c["train_subset"]]
+    if c.train_subset:
+        train_idx = train_idx[: c.train_subset]
     return train_idx, val_idx
 
 
-def new_model(ds, c: dict, device: str | torch.device = "cpu") -> CFFViT:
-    """The run's freshly initialised model (initialisation drawn from the global seed ``c['seed']``)."""
-    torch.manual_seed(c["seed"])
-    return CFFViT(channels=ds.channels, image_size=ds.image_size, patch=c["patch"], width=c["width"],
-                  heads=c["heads"], layers=c["layers"]).to(device)
+def new_model(ds: ImageDataset, c: CFFConfig, device: str | torch.device = "cpu") -> CFFViT:
+    """The run's freshly initialised model (initialisation drawn from the global seed ``c.seed``)."""
+    torch.manual_seed(c.seed)
+    return CFFViT(channels=ds.channels, image_size=ds.image_size, patch=c.patch, embed_dim=c.embed_dim,
+                  heads=c.heads, layers=c.layers).to(device)
 
 
-def two_views(x: torch.Tensor, c: dict, ds, generator: torch.Generator) -> torch.Tensor:
+def two_views(x: torch.Tensor, c: CFFConfig, ds: ImageDataset, generator: torch.Generator) -> torch.Tensor:
     """Two independently augmented views of the uint8 batch ``x``, stacked as ``[view1; view2]``."""
-    level = c.get("aug_level", ADDED_LATER["aug_level"])  # level 0 draws no random numbers
-    return torch.cat([augment(distort(x, level, generator), padding=c["padding"], flip=c["flip"], mean=ds.mean,
+    # aug_level 0 draws no random numbers, so a run at level 0 is the run without the knob
+    return torch.cat([augment(distort(x, c.aug_level, generator), padding=c.padding, flip=c.flip, mean=ds.mean,
                               std=ds.std, generator=generator)
                       for _ in range(2)])
 
 
-def run_metrics(*, status: str, curves: dict, densities: list[float], probe: dict, margins: list[float],
-                train_images: int) -> dict:
-    """The metrics dict of one run (``train_s``/``eval_s`` are added by the caller)."""
+CURVES = ("loss", "car", "grad_norm")  # per epoch and layer; cff_step returns them in this order
+NO_PROBE = {"top1": float("nan"), "top5": float("nan"), "probe_val_loss": float("nan"), "probe_best_epoch": -1}
+
+# step(views, labels) -> float64 [S, 3, L] (CURVES per seed and layer), or None when a loss is not finite
+Step = Callable[[list[torch.Tensor], list[torch.Tensor]], "torch.Tensor | None"]
+
+
+def train_epochs(c: CFFConfig, ds: ImageDataset, train_indices: list[torch.Tensor],
+                 generators: list[torch.Generator], step: Step, *, device: str | torch.device,
+                 progress: bool | None, desc: str) -> tuple[list[dict], list[list[float]], str]:
+    """The CFF epoch loop for S seeds of one config (S = 1 for :func:`train_cff`).
+
+    Seed s draws its epoch order and its augmentation from ``generators[s]``, in the order a
+    single run draws them, so a seed's batches are the same whether it trains alone or stacked.
+    ``step`` gets the per-seed views ``[view1; view2]`` and labels. Returns per seed the curves (per
+    epoch and layer, the mean over the epoch's steps) and each step's positive-pair density, and
+    the status: "diverged" when a step returned None (the epoch's finished steps are kept).
+    """
+    x_all, y_all = ds.x_train.to(device), ds.y_train.to(device)
+    curves = [{key: [] for key in CURVES} for _ in train_indices]
+    densities: list[list[float]] = [[] for _ in train_indices]
+    status, n, bs = "ok", len(train_indices[0]), c.batch_size
+    bar = tqdm(total=c.epochs, desc=desc, disable=None if progress is None else not progress, leave=False)
+    for _ in range(c.epochs):
+        sums, steps = 0, 0
+        orders = [idx[torch.randperm(n, generator=g)].to(device) for idx, g in zip(train_indices, generators)]
+        for start in range(0, n, bs):
+            batches = [order[start:start + bs] for order in orders]
+            views = [two_views(x_all[i], c, ds, g) for i, g in zip(batches, generators)]
+            labels = [torch.cat([y_all[i]] * 2) for i in batches]
+            stats = step(views, labels)
+            if stats is None:
+                status = "diverged"
+                break
+            sums, steps = sums + stats, steps + 1
+            for seed_densities, seed_labels in zip(densities, labels):
+                seed_densities.append(positive_pair_density(seed_labels))
+        if steps:
+            for seed_curves, rows in zip(curves, (sums / steps).tolist()):
+                for key, row in zip(CURVES, rows):
+                    seed_curves[key].append(row)
+        bar.update()
+        if status == "diverged":
+            break
+    bar.close()
+    return curves, densities, status
+
+
+def evaluate_run(model: CFFViT, ds: ImageDataset, c: CFFConfig, *, train_idx: torch.Tensor, val_idx: torch.Tensor,
+                 generator: torch.Generator, status: str, curves: dict, densities: list[float],
+                 margins: list[float], train_s: float) -> dict:
+    """The metrics dict of one trained seed: its probe (when it did not diverge), curves and summaries."""
+    t_eval = time.perf_counter()
+    probe = NO_PROBE
+    if status == "ok":
+        probe = cff_probe(model, ds, train_idx=train_idx, val_idx=val_idx, epochs=c.probe_epochs, lr=c.probe_lr,
+                          batch_size=c.probe_batch_size, generator=generator)
+
     def layer_mean(key, layer):
         values = [epoch_row[layer] for epoch_row in curves[key]]
         return sum(values) / len(values) if values else float("nan")
@@ -217,7 +243,7 @@ def run_metrics(*, status: str, curves: dict, densities: list[float], probe: dic
         "status": status,
         **probe,
         "epochs_completed": len(curves["loss"]),
-        "train_images": int(train_images),
+        "train_images": int(len(train_idx)),
         "positive_pair_density": sum(densities) / len(densities) if densities else float("nan"),
         "car_layer0": layer_mean("car", 0),
         "car_layer0_final": curves["car"][-1][0] if curves["car"] else float("nan"),
@@ -225,14 +251,13 @@ def run_metrics(*, status: str, curves: dict, densities: list[float], probe: dic
         "loss_last_layer_final": curves["loss"][-1][-1] if curves["loss"] else float("nan"),
         "margins": margins,
         "curves": curves,
+        "train_s": train_s,
+        "eval_s": time.perf_counter() - t_eval,
     }
 
 
-CURVES = ("loss", "car", "grad_norm")  # per epoch and layer; cff_step returns them in this order
-NO_PROBE = {"top1": float("nan"), "top5": float("nan"), "probe_val_loss": float("nan"), "probe_best_epoch": -1}
-
-
-def train_cff(*, data_root: str | None = None, progress: bool | None = None, device: str = "cpu", **params) -> dict:
+def train_cff(config: CFFConfig, *, data_root: str | None = None, device: str = "cpu",
+              progress: bool | None = None) -> dict:
     """Train a CFF ViT layer by layer, then probe it; return metrics and per-epoch curves.
 
     Metrics: ``status`` ("ok" or "diverged"), ``top1``/``top5`` test accuracy of the probe,
@@ -241,53 +266,26 @@ def train_cff(*, data_root: str | None = None, progress: bool | None = None, dev
     the epoch's steps. ``progress=None`` shows a bar only on a terminal (quiet under papermill).
     ``device`` is where the model and batches live (random numbers are drawn on the CPU either way).
     """
-    c = cff_config(**params)
-    if c["threads"]:
-        torch.set_num_threads(c["threads"])
+    c = config
+    if c.threads:
+        torch.set_num_threads(c.threads)
     t_start = time.perf_counter()
-    ds = get_dataset(c, data_root)
-    gen = torch.Generator().manual_seed(c["seed"])    # split, data order, augmentation, probe
+    ds = get_dataset(c.dataset, c.dataset_options, data_root)
+    gen = torch.Generator().manual_seed(c.seed)    # split, data order, augmentation, probe
     train_idx, val_idx = split_indices(ds, c, gen)
-    x_train, y_train = ds.x_train[train_idx].to(device), ds.y_train[train_idx].to(device)
     model = new_model(ds, c, device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=c["lr"], weight_decay=c["weight_decay"])
-    margins = margin_schedule(c["m0"], c["m_last"], c["layers"])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=c.lr, weight_decay=c.weight_decay)
+    margins = margin_schedule(c.m0, c.m_last, c.layers)
 
-    curves = {key: [] for key in CURVES}
-    densities = []
-    status = "ok"
-    n, bs = len(train_idx), c["batch_size"]
-    bar = tqdm(total=c["epochs"], desc=f"cff seed {c['seed']}", disable=None if progress is None else not progress, leave=False)
-    for _ in range(c["epochs"]):
-        sums, steps = 0, 0
-        perm = torch.randperm(n, generator=gen).to(device)
-        for start in range(0, n, bs):
-            idx = perm[start:start + bs]
-            labels = torch.cat([y_train[idx]] * 2)
-            step = cff_step(model, optimizer, two_views(x_train[idx], c, ds, gen), labels, margins,
-                            margin_mode=c["margin_mode"], stabilizer=c["stabilizer"], temperature=c["temperature"])
-            if step is None:
-                status = "diverged"
-                break
-            sums, steps = sums + step, steps + 1
-            densities.append(positive_pair_density(labels))
-        if steps:
-            for key, row in zip(CURVES, (sums / steps).tolist()):
-                curves[key].append(row)
-        bar.update()
-        if status == "diverged":
-            break
-    bar.close()
-    train_s = time.perf_counter() - t_start
+    def step(views, labels):
+        stats = cff_step(model, optimizer, views[0], labels[0], margins, margin_mode=c.margin_mode,
+                         stabilizer=c.stabilizer, temperature=c.temperature)
+        return None if stats is None else stats[None]
 
-    t_eval = time.perf_counter()
-    probe = NO_PROBE
-    if status == "ok":
-        probe = linear_probe(model, ds, train_idx=train_idx, val_idx=val_idx, epochs=c["probe_epochs"],
-                             lr=c["probe_lr"], batch_size=c["probe_batch_size"], generator=gen)
-    metrics = run_metrics(status=status, curves=curves, densities=densities, probe=probe, margins=margins,
-                          train_images=n)
-    return {**metrics, "train_s": train_s, "eval_s": time.perf_counter() - t_eval}
+    [curves], [densities], status = train_epochs(c, ds, [train_idx], [gen], step, device=device, progress=progress,
+                                                 desc=f"cff seed {c.seed}")
+    return evaluate_run(model, ds, c, train_idx=train_idx, val_idx=val_idx, generator=gen, status=status,
+                        curves=curves, densities=densities, margins=margins, train_s=time.perf_counter() - t_start)
 
 
 def _features(model: CFFViT, images: torch.Tensor, mean, std) -> torch.Tensor:
@@ -303,17 +301,17 @@ def _features(model: CFFViT, images: torch.Tensor, mean, std) -> torch.Tensor:
 class ProbeHead(nn.Module):
     """LayerNorm's learned scale and shift, then Linear, applied to already standardised features."""
 
-    def __init__(self, width: int, classes: int):
+    def __init__(self, embed_dim: int, classes: int):
         super().__init__()
-        self.scale = nn.Parameter(torch.ones(width))
-        self.shift = nn.Parameter(torch.zeros(width))
-        self.linear = nn.Linear(width, classes)
+        self.scale = nn.Parameter(torch.ones(embed_dim))
+        self.shift = nn.Parameter(torch.zeros(embed_dim))
+        self.linear = nn.Linear(embed_dim, classes)
 
     def forward(self, standardised: torch.Tensor) -> torch.Tensor:
         return self.linear(torch.addcmul(self.shift, standardised, self.scale))
 
 
-def linear_probe(model: CFFViT, ds, *, train_idx, val_idx, epochs: int, lr: float, batch_size: int,
+def cff_probe(model: CFFViT, ds: ImageDataset, *, train_idx, val_idx, epochs: int, lr: float, batch_size: int,
                  generator: torch.Generator) -> dict:
     """LayerNorm(E) + Linear(E -> classes) on frozen mean-pooled features of unaugmented images.
 
@@ -323,13 +321,13 @@ def linear_probe(model: CFFViT, ds, *, train_idx, val_idx, epochs: int, lr: floa
     re-normalising every batch). The probe trains with AdamW and keeps the epoch with the lowest
     validation loss. Returns top-1 and top-5 test accuracy (top-5 is NaN below 5 classes).
     """
-    width = model.width
-    f_all = F.layer_norm(_features(model, ds.x_train, ds.mean, ds.std), (width,))
+    dim = model.embed_dim
+    f_all = F.layer_norm(_features(model, ds.x_train, ds.mean, ds.std), (dim,))
     f_train, y_train = f_all[train_idx], ds.y_train[train_idx]
     f_val, y_val = f_all[val_idx], ds.y_train[val_idx]
-    f_test, y_test = F.layer_norm(_features(model, ds.x_test, ds.mean, ds.std), (width,)), ds.y_test
+    f_test, y_test = F.layer_norm(_features(model, ds.x_test, ds.mean, ds.std), (dim,)), ds.y_test
 
-    head = ProbeHead(width, ds.num_classes)
+    head = ProbeHead(dim, ds.num_classes)
     optimizer = torch.optim.AdamW(head.parameters(), lr=lr, fused=True)  # one kernel for all parameters
     best_loss, best_state, best_epoch = float("inf"), copy.deepcopy(head.state_dict()), -1
     for epoch in range(epochs):

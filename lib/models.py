@@ -12,7 +12,7 @@ class EncoderBlock(nn.Module):
     def __init__(self, dim: int, heads: int):
         super().__init__()
         if dim % heads:
-            raise ValueError(f"width={dim} must be divisible by heads={heads}")
+            raise ValueError(f"embed_dim={dim} must be divisible by heads={heads}")
         self.heads = heads
         self.norm1 = nn.LayerNorm(dim)
         self.qkv = nn.Linear(dim, 3 * dim)
@@ -56,14 +56,14 @@ class CFFViT(nn.Module):
     ``forward`` returns each layer's token output; training detaches between layers.
     """
 
-    def __init__(self, *, channels: int, image_size: int, patch: int = 4, width: int = 128,
+    def __init__(self, *, channels: int, image_size: int, patch: int = 4, embed_dim: int = 128,
                  heads: int = 4, layers: int = 8):
         super().__init__()
         if layers < 1:
             raise ValueError(f"layers={layers} must be >= 1")
-        first = nn.Sequential(PatchEmbedding(channels, image_size, patch, width), EncoderBlock(width, heads))
-        self.layers = nn.ModuleList([first] + [EncoderBlock(width, heads) for _ in range(layers - 1)])
-        self.width = width
+        first = nn.Sequential(PatchEmbedding(channels, image_size, patch, embed_dim), EncoderBlock(embed_dim, heads))
+        self.layers = nn.ModuleList([first] + [EncoderBlock(embed_dim, heads) for _ in range(layers - 1)])
+        self.embed_dim = embed_dim
         self.tokens = (image_size // patch) ** 2  # tokens per image after the patch embedding
 
     def forward(self, images: torch.Tensor, *, local: bool = False) -> list[torch.Tensor]:

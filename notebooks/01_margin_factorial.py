@@ -32,21 +32,21 @@
 # %% tags=["parameters"]
 from typing import Optional
 
-profile: str = "quick"  # smoke | quick | cpu | paper: every parameter left as None takes the profile's value
+profile: str = "quick"  # smoke | quick | cpu | paper: a parameter left as None takes the profile's value, else CFFConfig's default
 dataset: Optional[str] = None  # cifar10 | cifar100 | svhn | fashion_mnist | mnist | digits | shapes
 dataset_options: Optional[dict] = None  # lib.data.load_dataset options, e.g. {"num_classes": 10, "difficulty": 0.3}
 data_root: Optional[str] = None  # folder of <name>.npz arrays; None: $DATA_ROOT, then torchvision's cache
 seeds: Optional[int] = None  # seeds per factorial cell (paper: 7)
 margin_modes: list = ["clamp", "subtract"]  # margin treatments compared [paper]
 stabilizers: list = ["detach", "direct"]  # logit stabilisers compared [paper]
-m0: float = 0.4  # layer-0 margin [code]
-m_last: float = 0.1  # last-layer margin; linear in between [code]
+m0: Optional[float] = None  # layer-0 margin (CFFConfig: 0.4 [code])
+m_last: Optional[float] = None  # last-layer margin; linear in between (CFFConfig: 0.1 [code])
 dose_m0: float = 0.2  # layer-0 margin of the dose-response probe [summary]
 dose_seeds: Optional[int] = None  # clamp seeds at dose_m0 (0 skips the probe)
-temperature: float = 0.15  # contrastive temperature [code]
-lr: float = 0.004  # AdamW learning rate of every layer [code]
+temperature: Optional[float] = None  # contrastive temperature (CFFConfig: 0.15 [code])
+lr: Optional[float] = None  # AdamW learning rate of every layer (CFFConfig: 0.004 [code])
 layers: Optional[int] = None  # encoder layers (paper: 8)
-width: Optional[int] = None  # embedding width E (paper: 128)
+embed_dim: Optional[int] = None  # embedding dimension E (paper: 128)
 heads: Optional[int] = None  # attention heads (paper: 4)
 patch: Optional[int] = None  # patch size (paper: 4)
 epochs: Optional[int] = None  # contrastive epochs (CFF default 600; MARGIN's count unknown)
@@ -65,7 +65,8 @@ import seaborn as sns
 from IPython.display import Markdown, display
 
 from lib import PROJECT_ROOT
-from lib.cff import get_dataset, train_cff
+from lib.cff import train_cff
+from lib.data import get_dataset
 from lib.results import ResultsStore
 from lib.studies import margin_factorial as study
 from lib.sweep import run_sweep
@@ -73,14 +74,16 @@ from lib.sweep import run_sweep
 settings = study.resolve(dict(globals()))  # checks every parameter before any compute
 configs = study.plan(settings)
 store = ResultsStore(PROJECT_ROOT / results_dir, study.STUDY, settings["profile"])
-dataset_source = get_dataset(configs[0], data_root).source  # fails here, before any run, if the data is missing
+dataset_source = get_dataset(settings["dataset"], settings["dataset_options"], data_root).source  # fails here, before any run, if the data is missing
 sns.set_theme(style="whitegrid", context="notebook")
 pd.set_option("display.precision", 3)
 pd.set_option("display.max_colwidth", None)  # verdicts are sentences: never cut them
 display(Markdown(
     f"**Profile** `{settings['profile']}` on `{settings['dataset']}` {settings['dataset_options'] or ''}: "
     f"{len(configs)} runs ({settings['seeds']} seeds per cell, {settings['dose_seeds']} dose-response seeds), "
-    f"L={settings['layers']}, E={settings['width']}, {settings['epochs']} epochs, batch {settings['batch_size']}. "
+    f"L={settings['layers']}, E={settings['embed_dim']}, {settings['epochs']} epochs, "
+    f"m0={settings['m0']:g}, m_last={settings['m_last']:g}, τ={settings['temperature']:g}, lr={settings['lr']:g}, "
+    f"batch {settings['batch_size']}. "
     f"Data: {dataset_source}. Records: `{store.runs_dir.relative_to(PROJECT_ROOT) if store.runs_dir.is_relative_to(PROJECT_ROOT) else store.runs_dir}`."))
 
 # %% [markdown]

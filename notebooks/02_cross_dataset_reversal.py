@@ -45,7 +45,7 @@
 # %% tags=["parameters"]
 from typing import Optional
 
-profile: str = "quick"  # smoke | quick | cpu | paper: every parameter left as None takes the profile's value
+profile: str = "quick"  # smoke | quick | cpu | paper: a parameter left as None takes the profile's value, else CFFConfig's default
 datasets: Optional[list] = None  # entries from cifar10, cifar100, svhn, fashion_mnist, mnist, shapes10, shapes100, shapes10_easy
 skip_missing: Optional[bool] = None  # True: leave out datasets that cannot be found, saying why; False: fail before training
 shapes_options: Optional[dict] = None  # n_train / n_test / seed of the procedural stand-ins
@@ -53,12 +53,12 @@ data_root: Optional[str] = None  # folder of <name>.npz arrays; None: $DATA_ROOT
 seeds: Optional[int] = None  # seeds per arm and dataset (about 5 reproduce the paper's p-values [ours, inferred])
 margin_modes: list = ["clamp", "subtract"]  # margin treatments compared [paper]
 stabilizer: str = "detach"  # logit stabiliser of every run (gradient-neutral, so one is enough) [code]
-m0: float = 0.4  # layer-0 margin [code]
-m_last: float = 0.1  # last-layer margin; linear in between [code]
-temperature: float = 0.15  # contrastive temperature [code]
-lr: float = 0.004  # AdamW learning rate of every layer [code]
+m0: Optional[float] = None  # layer-0 margin (CFFConfig: 0.4 [code])
+m_last: Optional[float] = None  # last-layer margin; linear in between (CFFConfig: 0.1 [code])
+temperature: Optional[float] = None  # contrastive temperature (CFFConfig: 0.15 [code])
+lr: Optional[float] = None  # AdamW learning rate of every layer (CFFConfig: 0.004 [code])
 layers: Optional[int] = None  # encoder layers (paper: 8)
-width: Optional[int] = None  # embedding width E (paper: 128)
+embed_dim: Optional[int] = None  # embedding dimension E (paper: 128)
 heads: Optional[int] = None  # attention heads (paper: 4)
 patch: Optional[int] = None  # patch size (paper: 4)
 epochs: Optional[int] = None  # contrastive epochs (CFF default 600; MARGIN's count unknown)
@@ -95,9 +95,11 @@ pd.set_option("display.max_colwidth", None)  # verdicts are sentences: never cut
 display(Markdown(
     f"**Profile** `{settings['profile']}`: {len(configs)} runs ({len(settings['available'])} datasets x "
     f"{len(settings['margin_modes'])} arms x {settings['seeds']} seeds), stabiliser `{settings['stabilizer']}`, "
-    f"L={settings['layers']}, E={settings['width']}, {settings['epochs']} epochs, batch {settings['batch_size']}.  \n"
+    f"L={settings['layers']}, E={settings['embed_dim']}, {settings['epochs']} epochs, "
+    f"m0={settings['m0']:g}, m_last={settings['m_last']:g}, τ={settings['temperature']:g}, lr={settings['lr']:g}, "
+    f"batch {settings['batch_size']}.  \n"
     + "".join(f"- `{e}`: {info['source']}"
-              + (f" — stand-in for {study.NAMES.get(study.like(e), study.like(e))}"
+              + (f" — stand-in for {study.display_name(study.like(e))}"
                  + (f" ({study.STAND_INS[e]['role']})" if e in study.STAND_INS else "")
                  if study.like(e) != e else "") + "\n"
               for e, info in sources.items())

@@ -46,7 +46,7 @@
 # %% tags=["parameters"]
 from typing import Optional
 
-profile: str = "quick"  # smoke | quick | cpu | paper: every parameter left as None takes the profile's value
+profile: str = "quick"  # smoke | quick | cpu | paper: a parameter left as None takes the profile's value, else CFFConfig's default
 dataset: Optional[str] = None  # cifar10 | cifar100 | svhn | fashion_mnist | mnist | digits | shapes
 dataset_options: Optional[dict] = None  # lib.data.load_dataset options, e.g. {"num_classes": 10} for shapes
 data_root: Optional[str] = None  # folder of <name>.npz arrays; None: $DATA_ROOT, then torchvision's cache
@@ -55,12 +55,12 @@ levels: Optional[list] = None  # knob levels, none to severe: aug_level 0..4, di
 seeds: Optional[int] = None  # seeds per arm and level
 margin_modes: list = ["clamp", "subtract"]  # margin treatments compared [paper]
 stabilizer: str = "detach"  # logit stabiliser of every run (gradient-neutral, so one is enough) [code]
-m0: float = 0.4  # layer-0 margin [code]
-m_last: float = 0.1  # last-layer margin; linear in between [code]
-temperature: float = 0.15  # contrastive temperature [code]
-lr: float = 0.004  # AdamW learning rate of every layer [code]
+m0: Optional[float] = None  # layer-0 margin (CFFConfig: 0.4 [code])
+m_last: Optional[float] = None  # last-layer margin; linear in between (CFFConfig: 0.1 [code])
+temperature: Optional[float] = None  # contrastive temperature (CFFConfig: 0.15 [code])
+lr: Optional[float] = None  # AdamW learning rate of every layer (CFFConfig: 0.004 [code])
 layers: Optional[int] = None  # encoder layers (paper: 8)
-width: Optional[int] = None  # embedding width E (paper: 128)
+embed_dim: Optional[int] = None  # embedding dimension E (paper: 128)
 heads: Optional[int] = None  # attention heads (paper: 4)
 patch: Optional[int] = None  # patch size (paper: 4)
 epochs: Optional[int] = None  # contrastive epochs (CFF default 600; MARGIN's count unknown)
@@ -82,7 +82,8 @@ from IPython.display import Markdown, display
 
 from lib import PROJECT_ROOT
 from lib.augment import distort
-from lib.cff import get_dataset, train_cff
+from lib.cff import train_cff
+from lib.data import get_dataset
 from lib.results import ResultsStore
 from lib.studies import common
 from lib.studies.common import plot_ratio_with_ci
@@ -92,7 +93,7 @@ from lib.sweep import run_sweep
 settings = study.resolve(dict(globals()))  # checks every parameter before any compute
 configs = study.plan(settings)
 store = ResultsStore(PROJECT_ROOT / results_dir, study.STUDY, settings["profile"])
-ds = get_dataset(configs[0], data_root)  # fails here, before any run, if the data is missing
+ds = get_dataset(configs[0].dataset, configs[0].dataset_options, data_root)  # fails here, before any run, if the data is missing
 chance = 100 / ds.num_classes
 stand_in = None if settings["dataset"] == "svhn" else settings["dataset"]
 sns.set_theme(style="whitegrid", context="notebook")
@@ -102,8 +103,9 @@ display(Markdown(
     f"**Profile** `{settings['profile']}` on `{settings['dataset']}` {settings['dataset_options'] or ''}"
     + (" — **a stand-in for SVHN**" if stand_in else "")
     + f": knob `{settings['knob']}` at levels {settings['levels']}, {len(configs)} runs ({settings['seeds']} seeds "
-    f"per arm and level), stabiliser `{settings['stabilizer']}`, L={settings['layers']}, E={settings['width']}, "
-    f"{settings['epochs']} epochs, batch {settings['batch_size']}. Data: {ds.source}; chance {chance:.0f}%."))
+    f"per arm and level), stabiliser `{settings['stabilizer']}`, L={settings['layers']}, E={settings['embed_dim']}, "
+    f"{settings['epochs']} epochs, m0={settings['m0']:g}, m_last={settings['m_last']:g}, τ={settings['temperature']:g}, "
+    f"lr={settings['lr']:g}, batch {settings['batch_size']}. Data: {ds.source}; chance {chance:.0f}%."))
 
 # %% [markdown]
 # ## What the knob does to a training view
@@ -116,12 +118,13 @@ for row, level in zip(axes, settings["levels"]):
     if settings["knob"] == "aug_level":
         images = distort(ds.x_train[:show], level, torch.Generator().manual_seed(0))
     else:
-        images = get_dataset(study.plan({**settings, "levels": [level], "seeds": 1})[0], data_root).x_train[:show]
+        level_config = study.plan({**settings, "levels": [level], "seeds": 1})[0]
+        images = get_dataset(level_config.dataset, level_config.dataset_options, data_root).x_train[:show]
     for ax, image in zip(row, images):
         ax.imshow(image.permute(1, 2, 0).squeeze(-1).numpy(), cmap="gray" if image.shape[0] == 1 else None, vmin=0, vmax=255)
         ax.set_xticks([]), ax.set_yticks([])
     row[0].set_ylabel(f"{level:g}", rotation=0, labelpad=15)
-fig.suptitle(f"{settings['knob']} levels (rows), before the standard crop{' and flip' if configs[0]['flip'] else ''}")
+fig.suptitle(f"{settings['knob']} levels (rows), before the standard crop{' and flip' if configs[0].flip else ''}")
 plt.show()
 
 # %% [markdown]

@@ -17,7 +17,7 @@ from lib.models import CFFViT
 pytestmark = pytest.mark.filterwarnings("ignore:There is a performance drop:UserWarning")
 
 S, B, LAYERS = 3, 4, 2
-TINY = dict(channels=3, image_size=8, patch=4, width=16, heads=2, layers=LAYERS)
+TINY = dict(channels=3, image_size=8, patch=4, embed_dim=16, heads=2, layers=LAYERS)
 MARGINS = [0.4, 0.1]
 TOL = dict(rtol=1e-5, atol=1e-5)
 
@@ -49,7 +49,7 @@ def _batch(generator):
 def _key_bias(name):
     """The key rows of an attention block's qkv bias, else None."""
     if name.endswith("qkv.bias"):
-        width = TINY["width"]
+        width = TINY["embed_dim"]
         return slice(width, 2 * width)
     return None
 

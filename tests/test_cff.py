@@ -44,7 +44,7 @@ def test_diverged_run_is_recorded_not_dropped(tiny_cff):
 
 def test_layer_local_graph_gives_each_layer_only_its_own_gradient():
     torch.manual_seed(0)
-    model = CFFViT(channels=3, image_size=8, patch=4, width=8, heads=2, layers=3)
+    model = CFFViT(channels=3, image_size=8, patch=4, embed_dim=8, heads=2, layers=3)
     outs = model(torch.randn(4, 3, 8, 8), local=True)
     outs[1].sum().backward()
     grads = [any(p.grad is not None and p.grad.abs().sum() > 0 for p in layer.parameters()) for layer in model.layers]
@@ -57,7 +57,7 @@ def test_chunked_step_gives_the_whole_batch_gradients(chunk_tokens):
     layer-local step: one forward of the whole batch with detached layer inputs, the sum of the
     layer losses, one backward."""
     torch.manual_seed(0)
-    model = CFFViT(channels=3, image_size=8, patch=2, width=8, heads=2, layers=3)  # 16 tokens per image
+    model = CFFViT(channels=3, image_size=8, patch=2, embed_dim=8, heads=2, layers=3)  # 16 tokens per image
     views, labels = torch.randn(10, 3, 8, 8), torch.tensor([0, 1, 2, 0, 1] * 2)
     margins = margin_schedule(0.4, 0.1, 3)
     kw = dict(mode="clamp", stabilizer="detach", temperature=0.15)

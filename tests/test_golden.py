@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from lib.config import build, call
 from lib.results import _normalize
 
 GOLDEN = json.loads((Path(__file__).parent / "golden" / "metrics_before_issue15.json").read_text())
@@ -15,15 +16,17 @@ GOLDEN = json.loads((Path(__file__).parent / "golden" / "metrics_before_issue15.
 def train_now(train: str, config: dict) -> dict:
     """Train a golden run through today's API: ``train`` names the function it was recorded with."""
     from lib.batched import train_cff_seeds
-    from lib.cff import train_cff
+    from lib.cff import CFFConfig, train_cff
     from lib.norms import train_norms
     from lib.ssl import train_simclr
     from lib.studies.stop_gradient import run
 
     if train == "lib.batched:train_cff_seeds":  # its cell: the seeds recorded with it, trained together
         cell = [g["config"] for g in GOLDEN["runs"].values() if g["train"] == train]
-        return train_cff_seeds(cell, device="cpu")[cell.index(config)]
-    fn = {"lib.cff:train_cff": train_cff, "lib.ssl:train_simclr": train_simclr, "lib.norms:train_norms": train_norms,
+        return train_cff_seeds([CFFConfig.from_legacy(c) for c in cell], device="cpu")[cell.index(config)]
+    if train == "lib.cff:train_cff":
+        return call(train_cff, build(train_cff, config, legacy=True))
+    fn = {"lib.ssl:train_simclr": train_simclr, "lib.norms:train_norms": train_norms,
           "lib.studies.stop_gradient:run": run}[train]
     return fn(**config)
 

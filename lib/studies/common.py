@@ -6,6 +6,7 @@ Study 1 (``margin_factorial``) defines the comparison; studies 2 (``cross_datase
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable
 
 import numpy as np
@@ -14,22 +15,32 @@ import torch
 
 from lib import params, stats
 from lib.batched import train_cff_seeds
-from lib.cff import cff_config
+from lib.cff import CFFConfig
 from lib.data import DATASETS
 from lib.losses import MARGIN_MODES, STABILIZERS
 
-# Training settings every CFF study's profiles set; a notebook parameter left as None takes the
-# profile's value.
-TRAINING_INTEGERS = ("layers", "width", "heads", "patch", "epochs", "batch_size", "probe_epochs", "workers")
-# The settings passed through to lib.cff.cff_config, besides what varies per run.
-TRAINING_KEYS = ("layers", "width", "heads", "patch", "epochs", "batch_size", "train_subset", "probe_epochs",
-                 "m_last", "temperature", "lr")
+# The CFFConfig fields every CFF notebook has as parameters, passed to each run's config. A parameter
+# left as None takes the profile's value, else CFFConfig's default (the one place a default lives).
+CONFIG_PARAMETERS = ("layers", "embed_dim", "heads", "patch", "epochs", "batch_size", "train_subset", "probe_epochs",
+                     "m0", "m_last", "temperature", "lr")
+TRAINING_INTEGERS = ("layers", "embed_dim", "heads", "patch", "epochs", "batch_size", "probe_epochs", "workers")
+
+
+def config_default(name: str) -> Any:
+    """CFFConfig's default of field ``name``."""
+    field = CFFConfig.__dataclass_fields__[name]
+    return field.default_factory() if field.default is dataclasses.MISSING else field.default
 
 
 def profile_settings(p: dict, profiles: dict) -> dict:
-    """Check ``p["profile"]`` and take every profile key from ``p`` unless it is None there."""
+    """Check ``p["profile"]``; each profile key and config parameter from ``p`` unless it is None there,
+    else from the profile, else CFFConfig's default."""
     profile = params.choice("profile", p.get("profile"), profiles)
-    s = {k: (profiles[profile][k] if p.get(k) is None else p[k]) for k in profiles[profile]}
+    chosen = profiles[profile]
+    s = {k: (chosen[k] if p.get(k) is None else p[k]) for k in chosen}
+    for k in CONFIG_PARAMETERS:
+        if k not in s:
+            s[k] = config_default(k) if p.get(k) is None else p[k]
     s["profile"] = profile
     return s
 
@@ -39,8 +50,9 @@ def check_dataset(s: dict, p: dict, profiles: dict) -> None:
     params.choice("dataset", s["dataset"], DATASETS)
     if p.get("dataset_options") is None and s["dataset"] != profiles[s["profile"]]["dataset"]:
         s["dataset_options"] = {}  # the profile's options belong to the profile's dataset
-    if not isinstance(s["dataset_options"], dict) or (s["dataset"] != "shapes" and s["dataset_options"]):
-        params.fail("dataset_options", s["dataset_options"], "a dict of lib.data.load_dataset options ({} unless shapes)")
+    if not isinstance(s["dataset_options"], dict) or (not DATASETS[s["dataset"]].options and s["dataset_options"]):
+        params.fail("dataset_options", s["dataset_options"],
+                    f"a dict of lib.data.load_dataset options ({{}}: {s['dataset']} takes none)")
 
 
 def check_arms(s: dict, p: dict) -> None:
@@ -53,14 +65,14 @@ def check_arms(s: dict, p: dict) -> None:
 
 
 def check_training(s: dict, p: dict) -> None:
-    """Check the shared training settings in ``s`` and copy the scalar CFF parameters from ``p``."""
+    """Check the shared training settings in ``s`` (each run's CFFConfig checks them again, in full)."""
     for name in TRAINING_INTEGERS:
         params.integer(name, s[name], 1)
     params.integer("train_subset", s["train_subset"], 0)
-    s["m0"] = params.number("m0", p.get("m0"), 0.0, 1.0)
-    s["m_last"] = params.number("m_last", p.get("m_last"), 0.0, 1.0)
-    s["temperature"] = params.number("temperature", p.get("temperature"), 0.0, low_open=True)
-    s["lr"] = params.number("lr", p.get("lr"), 0.0, low_open=True)
+    s["m0"] = params.number("m0", s["m0"], 0.0, 1.0)
+    s["m_last"] = params.number("m_last", s["m_last"], 0.0, 1.0)
+    s["temperature"] = params.number("temperature", s["temperature"], 0.0, low_open=True)
+    s["lr"] = params.number("lr", s["lr"], 0.0, low_open=True)
     s["force"] = params.flag("force", p.get("force", False))
     s["device"] = resolve_device(p.get("device", "auto"))
 
@@ -84,9 +96,9 @@ def sweep_options(s: dict) -> dict:
     return {"workers": s["workers"], "force": s["force"], **batched}
 
 
-def run_config(s: dict, **run) -> dict:
-    """One run's checked CFF config: the shared training settings of ``s`` plus ``run``."""
-    return cff_config(**{k: s[k] for k in TRAINING_KEYS}, **run)
+def run_config(s: dict, **run) -> CFFConfig:
+    """One run's checked config: the config parameters of ``s``, overridden by ``run``."""
+    return CFFConfig(**{**{k: s[k] for k in CONFIG_PARAMETERS}, **run})
 
 
 def runs_frame(records: list[dict], factors: dict[str, Callable[[dict], Any]] | None = None) -> pd.DataFrame:

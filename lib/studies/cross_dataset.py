@@ -20,13 +20,14 @@ import numpy as np
 import pandas as pd
 
 from lib import params
-from lib.cff import get_dataset
-from lib.data import DatasetNotFoundError
+from lib.cff import CFFConfig, train_cff
+from lib.data import DATASETS, DatasetNotFoundError, get_dataset
 from lib.diagnostics import expected_positive_pair_density
 from lib.studies import common
 from lib.studies.common import sweep_options  # noqa: F401  (run_sweep's options: part of every study's interface)
 
 STUDY = "02_cross_dataset_reversal"
+TRAIN = train_cff
 
 REAL_DATASETS = ("cifar10", "cifar100", "svhn", "fashion_mnist", "mnist")
 
@@ -52,24 +53,22 @@ PUBLISHED = {
     "svhn": dict(vr=0.25, vr_tag="[paper]", acc=97.0, acc_tag="[summary]"),
     "fashion_mnist": dict(vr=0.08, vr_tag="[paper]", p=0.029, acc=92.0, acc_tag="[summary]"),
 }
-NAMES = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100", "svhn": "SVHN", "fashion_mnist": "Fashion-MNIST",
-         "mnist": "MNIST"}
 CAR_RULE_OF_THUMB = 50.0  # layer-0 CAR (%) below which the clamping effect is likely negligible [summary]
 
 PROFILES = {
     "smoke": dict(datasets=["shapes10", "shapes100"], skip_missing=False, shapes_options={"n_train": 400, "n_test": 200},
-                  seeds=2, layers=2, width=32, heads=2, patch=4, epochs=1, batch_size=128, train_subset=0,
+                  seeds=2, layers=2, embed_dim=32, heads=2, patch=4, epochs=1, batch_size=128, train_subset=0,
                   probe_epochs=5, workers=1),
     "quick": dict(datasets=["shapes10", "shapes100", "shapes10_easy"], skip_missing=False,
-                  shapes_options={"n_train": 3000, "n_test": 1000}, seeds=5, layers=3, width=32, heads=2, patch=4,
+                  shapes_options={"n_train": 3000, "n_test": 1000}, seeds=5, layers=3, embed_dim=32, heads=2, patch=4,
                   epochs=6, batch_size=256, train_subset=0, probe_epochs=30, workers=2),
     # 3 of the 5 are in ../shared/data (CIFAR-100 and SVHN are not: skipped, saying why). Study 1's
     # cpu model; 6 seeds per arm, 36 runs, about 70 minutes on 2 cores (see the notebook).
     "cpu": dict(datasets=["cifar10", "cifar100", "svhn", "fashion_mnist", "mnist"], skip_missing=True,
-                shapes_options={}, seeds=6, layers=4, width=64, heads=4, patch=4, epochs=8, batch_size=256,
+                shapes_options={}, seeds=6, layers=4, embed_dim=64, heads=4, patch=4, epochs=8, batch_size=256,
                 train_subset=9000, probe_epochs=50, workers=2),
     "paper": dict(datasets=["cifar10", "cifar100", "svhn", "fashion_mnist"], skip_missing=False, shapes_options={},
-                  seeds=5, layers=8, width=128, heads=4, patch=4, epochs=600, batch_size=512, train_subset=0,
+                  seeds=5, layers=8, embed_dim=128, heads=4, patch=4, epochs=600, batch_size=512, train_subset=0,
                   probe_epochs=50, workers=1),
 }
 
@@ -83,7 +82,7 @@ def resolve(p: dict) -> dict:
         params.fail("shapes_options", s["shapes_options"], "a dict with any of n_train, n_test, seed")
     common.check_arms(s, p)
     common.check_training(s, p)
-    plan(s)  # every run config goes through cff_config once here, so a bad combination fails now
+    plan(s)  # every run config goes through CFFConfig once here, so a bad combination fails now
     return s
 
 
@@ -105,6 +104,11 @@ def entry_of(config: dict) -> str:
     return f"shapes{options.get('num_classes', '')}"
 
 
+def display_name(entry: str) -> str:
+    """A dataset's name as papers write it (its registry entry's), else the entry itself."""
+    return DATASETS[entry].display_name if entry in DATASETS else entry
+
+
 def like(entry: str) -> str:
     """The published dataset an entry is compared with: itself, or the one it stands in for."""
     return STAND_INS[entry]["like"] if entry in STAND_INS else REAL_STAND_INS.get(entry, entry)
@@ -121,7 +125,7 @@ def check_data(s: dict, data_root: str | None) -> tuple[dict, dict]:
     for entry in s["datasets"]:
         name, options = dataset_spec(entry, s)
         try:
-            ds = get_dataset({"dataset": name, "dataset_options": options}, data_root)
+            ds = get_dataset(name, options, data_root)
         except DatasetNotFoundError as err:
             if not s["skip_missing"]:
                 raise
@@ -140,7 +144,7 @@ def skip_reason(message: str) -> str:
     return message.splitlines()[0].removesuffix(" Tried:").rstrip(".") + " (the notebook's output says where it was looked for)"
 
 
-def plan(s: dict) -> list[dict]:
+def plan(s: dict) -> list[CFFConfig]:
     """The run configs: dataset entries x margin arms x seeds (all entries until check_data ran)."""
     return [common.run_config(s, dataset=name, dataset_options=options, margin_mode=mode, stabilizer=s["stabilizer"],
                               m0=s["m0"], seed=seed)
@@ -263,7 +267,7 @@ def paper_vs_reproduced(summary: pd.DataFrame, skipped: dict) -> pd.DataFrame:
 
     by_entry = {r.dataset: r for r in summary.itertuples()}
     for published, pub in PUBLISHED.items():
-        name = NAMES[published]
+        name = display_name(published)
         match = by_entry.get(published) or next((r for r in summary.itertuples() if r.like == published), None)
         if match is None:
             reason = "skipped: " + skip_reason(skipped[published]) if published in skipped else "not in this profile's datasets"

@@ -24,10 +24,12 @@ from scipy import stats as st
 
 from lib import params
 from lib.augment import DISTORTION_LEVELS
+from lib.cff import CFFConfig, train_cff
 from lib.studies import common
 from lib.studies.common import sweep_options  # noqa: F401  (run_sweep's options: part of every study's interface)
 
 STUDY = "03_difficulty_sweep"
+TRAIN = train_cff
 KNOBS = ("aug_level", "difficulty")
 
 # Published (accuracy %, VR, evidence) on SVHN, ceiling first.
@@ -37,17 +39,17 @@ PUBLISHED_CEILING = PUBLISHED_POINTS[0][0]
 
 PROFILES = {
     "smoke": dict(dataset="shapes", dataset_options={"num_classes": 10, "difficulty": 0.3, "n_train": 400, "n_test": 200},
-                  knob="aug_level", levels=[0, 4], seeds=2, layers=2, width=32, heads=2, patch=4, epochs=1,
+                  knob="aug_level", levels=[0, 4], seeds=2, layers=2, embed_dim=32, heads=2, patch=4, epochs=1,
                   batch_size=128, train_subset=0, probe_epochs=5, workers=1),
     "quick": dict(dataset="shapes", dataset_options={"num_classes": 10, "n_train": 3000, "n_test": 1000},
-                  knob="difficulty", levels=[0.1, 0.2, 0.3, 0.4, 0.5], seeds=5, layers=3, width=32, heads=2, patch=4,
+                  knob="difficulty", levels=[0.1, 0.2, 0.3, 0.4, 0.5], seeds=5, layers=3, embed_dim=32, heads=2, patch=4,
                   epochs=6, batch_size=256, train_subset=0, probe_epochs=30, workers=2),
     # MNIST stands in for SVHN, which is not in ../shared/data. Study 1's cpu model; 5 levels x 2 arms
     # x 5 seeds = 50 runs, 95 minutes on 2 cores (measured; see results/notebooks/03_difficulty_sweep_cpu.html).
     "cpu": dict(dataset="mnist", dataset_options={}, knob="aug_level", levels=[0, 1, 2, 3, 4], seeds=5, layers=4,
-                width=64, heads=4, patch=4, epochs=8, batch_size=256, train_subset=0, probe_epochs=50, workers=2),
+                embed_dim=64, heads=4, patch=4, epochs=8, batch_size=256, train_subset=0, probe_epochs=50, workers=2),
     "paper": dict(dataset="svhn", dataset_options={}, knob="aug_level", levels=[0, 1, 2, 3, 4], seeds=5, layers=8,
-                  width=128, heads=4, patch=4, epochs=600, batch_size=512, train_subset=0, probe_epochs=50, workers=1),
+                  embed_dim=128, heads=4, patch=4, epochs=600, batch_size=512, train_subset=0, probe_epochs=50, workers=1),
 }
 
 
@@ -73,18 +75,18 @@ def resolve(p: dict) -> dict:
     s["levels"] = sorted(levels)
     common.check_arms(s, p)
     common.check_training(s, p)
-    plan(s)  # every run config goes through cff_config once here, so a bad combination fails now
+    plan(s)  # every run config goes through CFFConfig once here, so a bad combination fails now
     return s
 
 
 def _knob_settings(s: dict, level) -> dict:
-    """The cff_config arguments that put a run at ``level`` of the knob."""
+    """The CFFConfig fields that put a run at ``level`` of the knob."""
     if s["knob"] == "aug_level":
         return dict(dataset_options=s["dataset_options"], aug_level=level)
     return dict(dataset_options={**s["dataset_options"], "difficulty": level})
 
 
-def plan(s: dict) -> list[dict]:
+def plan(s: dict) -> list[CFFConfig]:
     """The run configs: levels x margin arms x seeds."""
     return [common.run_config(s, dataset=s["dataset"], margin_mode=mode, stabilizer=s["stabilizer"], m0=s["m0"],
                               seed=seed, **_knob_settings(s, level))
@@ -92,9 +94,9 @@ def plan(s: dict) -> list[dict]:
 
 
 def level_of(config: dict, knob: str):
-    """The knob level of a run config (``aug_level`` is absent from configs at its default 0)."""
+    """The knob level of a run's recorded config."""
     if knob == "aug_level":
-        return config.get("aug_level", 0)
+        return config["aug_level"]
     return config["dataset_options"]["difficulty"]
 
 

@@ -11,24 +11,27 @@ import numpy as np
 import pandas as pd
 
 from lib import params, stats
+from lib.cff import CFFConfig, train_cff
 from lib.losses import MARGIN_MODES, STABILIZERS
 from lib.studies import common
 from lib.studies.common import sweep_options  # noqa: F401  (run_sweep's options: part of every study's interface)
 from lib.studies.common import variance_comparison
 
 STUDY = "01_margin_factorial"
+TRAIN = train_cff
 
-# Everything a profile sets; a notebook parameter left as None takes the profile's value.
+# Each profile: overrides of CFFConfig fields, and the study's settings (seeds, dose_seeds, workers). A
+# notebook parameter left as None takes the profile's value, else CFFConfig's default.
 PROFILES = {
     "smoke": dict(dataset="shapes", dataset_options={"num_classes": 10, "difficulty": 0.3, "n_train": 400, "n_test": 200},
-                  seeds=2, layers=2, width=32, heads=2, patch=4, epochs=1, batch_size=128, train_subset=0,
+                  seeds=2, layers=2, embed_dim=32, heads=2, patch=4, epochs=1, batch_size=128, train_subset=0,
                   probe_epochs=5, dose_seeds=2, workers=1),
     "quick": dict(dataset="shapes", dataset_options={"num_classes": 10, "difficulty": 0.3, "n_train": 3000, "n_test": 1000},
-                  seeds=5, layers=3, width=32, heads=2, patch=4, epochs=6, batch_size=256, train_subset=0,
+                  seeds=5, layers=3, embed_dim=32, heads=2, patch=4, epochs=6, batch_size=256, train_subset=0,
                   probe_epochs=30, dose_seeds=5, workers=2),
-    "cpu": dict(dataset="cifar10", dataset_options={}, seeds=7, layers=4, width=64, heads=4, patch=4, epochs=8,
+    "cpu": dict(dataset="cifar10", dataset_options={}, seeds=7, layers=4, embed_dim=64, heads=4, patch=4, epochs=8,
                 batch_size=256, train_subset=0, probe_epochs=50, dose_seeds=7, workers=2),
-    "paper": dict(dataset="cifar10", dataset_options={}, seeds=7, layers=8, width=128, heads=4, patch=4, epochs=600,
+    "paper": dict(dataset="cifar10", dataset_options={}, seeds=7, layers=8, embed_dim=128, heads=4, patch=4, epochs=600,
                   batch_size=512, train_subset=0, probe_epochs=50, dose_seeds=7, workers=1),
 }
 
@@ -43,16 +46,16 @@ def resolve(p: dict) -> dict:
     s["stabilizers"] = params.choices("stabilizers", p.get("stabilizers"), STABILIZERS)
     common.check_training(s, p)
     s["dose_m0"] = params.number("dose_m0", p.get("dose_m0"), 0.0, 1.0)
-    # Every run config goes through cff_config once here, so a bad combination fails now.
+    # Every run config goes through CFFConfig once here, so a bad combination fails now.
     plan(s)
     return s
 
 
-def _config(s: dict, **run) -> dict:
+def _config(s: dict, **run) -> CFFConfig:
     return common.run_config(s, dataset=s["dataset"], dataset_options=s["dataset_options"], **run)
 
 
-def plan(s: dict) -> list[dict]:
+def plan(s: dict) -> list[CFFConfig]:
     """The run configs: the factorial cells x seeds, then the dose-response clamp runs."""
     configs = [_config(s, margin_mode=mode, stabilizer=stab, m0=s["m0"], seed=seed)
                for mode in s["margin_modes"] for stab in s["stabilizers"] for seed in range(s["seeds"])]
