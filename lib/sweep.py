@@ -5,7 +5,8 @@ loses only the runs in flight, and running it again does exactly what is missing
 
 On the CPU, runs go to a pool of processes with the cores divided among them. On a GPU, a
 ``batched_fn`` (e.g. ``lib.batched.train_cff_seeds``) trains the seeds of each cell as one stacked
-model: the paper's model is far too small to fill a GPU on its own. :class:`RecordRun` is the same
+model: the paper's model is far too small to fill a GPU on its own. It falls back to training the
+seeds one by one only for what that is for, and says so in each record's ``extra.batched``. :class:`RecordRun` is the same
 run-and-record step as one task of a Slurm array (``lib.dispatch``).
 """
 from __future__ import annotations
@@ -58,24 +59,44 @@ def _cells(configs: list[dict]) -> list[list[dict]]:
     return list(cells.values())
 
 
-def _run_cell(batched_fn: Callable, train_fn: Callable, cell: list[dict], data_root: str | None, device: str) -> list[tuple]:
-    """One cell's seeds as one batched model; one by one if it fails or a seed diverges."""
+NON_FINITE = "a seed's loss turned non-finite, which stops the step for every seed of the cell"
+
+
+def _run_cell(batched_fn: Callable, train_fn: Callable, cell: list, data_root: str | None,
+              device: str) -> list[tuple[tuple, dict]]:
+    """One cell's seeds as one batched model: ``(outcome, extra.batched)`` per seed.
+
+    The seeds are trained one by one instead only when ``batched_fn`` returns None (a seed's loss
+    turned non-finite: the single runs record which seed diverged and let the others finish) or
+    the stacked model does not fit in GPU memory. Any other exception is a bug in the batched path:
+    every seed of the cell is recorded as failed with its traceback, never retried silently.
+    """
     started_at = utc_now()
     t0 = time.perf_counter()
     try:
         results = batched_fn(cell, data_root=data_root, device=device, progress=False)
-    except Exception:
-        results = None
-    if results is None:
-        return [run_one(train_fn, c, data_root, device) for c in cell]
+        fallback = NON_FINITE if results is None else None
+    except torch.OutOfMemoryError as err:
+        torch.cuda.empty_cache()
+        fallback = f"out of GPU memory for {len(cell)} stacked seeds ({str(err).splitlines()[0]})"
+    except Exception:  # recorded as "failed" below, with the traceback
+        timings = {"started_at": started_at, "wall_s": (time.perf_counter() - t0) / len(cell)}
+        error = traceback.format_exc()
+        return [(("failed", {}, timings, error), {"seeds": len(cell), "failed": True}) for _ in cell]
+    if fallback is not None:
+        return [(run_one(train_fn, c, data_root, device), {"seeds": len(cell), "fallback": fallback}) for c in cell]
     wall_s = (time.perf_counter() - t0) / len(cell)
-    return [_outcome(m, started_at, wall_s) for m in results]
+    return [(_outcome(m, started_at, wall_s), {"seeds": len(cell)}) for m in results]
 
 
-def record_run(store: ResultsStore, train_fn: Callable, config, outcome: tuple, data_root: str | None) -> dict:
-    """Write one run's record: its outcome (from :func:`run_one`) and the command that re-runs it."""
+def record_run(store: ResultsStore, train_fn: Callable, config, outcome: tuple, data_root: str | None,
+               batched: dict | None = None) -> dict:
+    """Write one run's record: its outcome (from :func:`run_one`), the command that re-runs it and,
+    for a run of a batched cell, ``extra.batched`` (the cell's size, and why it fell back if it did)."""
     status, metrics, timings, error = outcome
     provenance = {"train": train_function_name(train_fn), "rerun": rerun_command(train_fn, config, data_root)}
+    if batched is not None:
+        provenance["batched"] = batched
     config = as_dict(config)
     return store.write(config, seed=config["seed"], dataset=config["dataset"], status=status,
                        metrics=metrics, timings=timings, error=error, extra=provenance)
@@ -122,14 +143,14 @@ def run_sweep(store: ResultsStore, configs: list[dict], train_fn: Callable, *, w
     todo = [c for c in unique.values() if force or not store.is_finished(c)]
     bar = tqdm(total=len(todo), desc=f"{store.study} [{store.profile}]", disable=None if progress is None else not progress)
 
-    def record(config, outcome):
-        record_run(store, train_fn, config, outcome, data_root)
+    def record(config, outcome, batched=None):
+        record_run(store, train_fn, config, outcome, data_root, batched)
         bar.update()
 
     if batched_fn is not None:
         for cell in _cells(todo):
-            for config, outcome in zip(cell, _run_cell(batched_fn, train_fn, cell, data_root, device)):
-                record(config, outcome)
+            for config, (outcome, batched) in zip(cell, _run_cell(batched_fn, train_fn, cell, data_root, device)):
+                record(config, outcome, batched)
     elif workers == 1 or len(todo) <= 1:
         for config in todo:
             record(config, run_one(train_fn, config, data_root))

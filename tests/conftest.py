@@ -7,7 +7,7 @@ SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 # Small enough to train in about a second on one core, large enough to touch every code path.
 TINY_CFF = dict(dataset="shapes", dataset_options={"num_classes": 6, "difficulty": 0.2, "n_train": 180, "n_test": 80},
-                layers=2, width=16, heads=2, patch=4, epochs=2, batch_size=64, probe_epochs=3, threads=1)
+                layers=2, embed_dim=16, heads=2, patch=4, epochs=2, batch_size=64, probe_epochs=3, threads=1)
 
 
 @pytest.fixture

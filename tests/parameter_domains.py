@@ -284,12 +284,13 @@ def _image_size(dataset_options: dict) -> int:
 def _cff_training(smoke: dict, image_size: int) -> dict:
     """The CFF training parameters notebooks 01-03 share."""
     return {
-        "m0": Number(0.0, 1.0), "m_last": Number(0.0, 1.0),  # margins of the first and last layer
-        "temperature": Number(0.0, low_open=True), "lr": Number(0.0, low_open=True),
+        # margins of the first and last layer; None: the profile's value, else CFFConfig's default
+        "m0": Number(0.0, 1.0, optional=True), "m_last": Number(0.0, 1.0, optional=True),
+        "temperature": Number(0.0, low_open=True, optional=True), "lr": Number(0.0, low_open=True, optional=True),
         "layers": Integer(1, optional=True),
         # attention splits the embedding evenly over the heads
-        "width": Integer(1, multiple_of=smoke["heads"], optional=True, partners=("heads",)),
-        "heads": Integer(1, divides=smoke["width"], optional=True, partners=("width",)),
+        "embed_dim": Integer(1, multiple_of=smoke["heads"], optional=True, partners=("heads",)),
+        "heads": Integer(1, divides=smoke["embed_dim"], optional=True, partners=("embed_dim",)),
         # non-overlapping patches tile the image (lib.models.PatchEmbedding)
         "patch": Integer(1, divides=image_size, optional=True),
         "epochs": Integer(1, optional=True), "batch_size": Integer(1, optional=True),

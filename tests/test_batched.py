@@ -6,9 +6,9 @@ import torch
 
 from lib.batched import (batched_cff_step, batched_forward, stack_seeds, stacked_clamp_activation_rate,
                          train_cff_seeds, unstack_seed)
-from lib.cff import cff_config, cff_step, train_cff
+from lib.cff import CFFConfig, cff_step, train_cff
 from lib.results import ResultsStore
-from lib.sweep import run_sweep
+from lib.sweep import NON_FINITE, run_sweep
 from lib.diagnostics import clamp_activation_rate
 from lib.models import CFFViT
 
@@ -148,9 +148,9 @@ def test_stacked_clamp_activation_rate_is_the_per_seed_rate():
 def test_batched_training_follows_each_seeds_own_run(tiny_cff):
     """train_cff_seeds draws each seed's initialisation, split, order and augmentation as train_cff
     does, so every curve of the batched cell matches that seed's separate run to float rounding."""
-    configs = [dict(tiny_cff, seed=s) for s in (0, 1)]
+    configs = [CFFConfig(**tiny_cff, seed=s) for s in (0, 1)]
     batched = train_cff_seeds(configs, device="cpu")
-    separate = [train_cff(**c) for c in configs]
+    separate = [train_cff(c) for c in configs]
     for b, s in zip(batched, separate):
         assert b["status"] == "ok" and b["train_images"] == s["train_images"]
         for key in ("loss", "car", "grad_norm"):
@@ -159,20 +159,53 @@ def test_batched_training_follows_each_seeds_own_run(tiny_cff):
 
 
 def test_sweep_runs_cells_batched_and_records_every_seed(tmp_path, tiny_cff):
-    configs = [cff_config(**dict(tiny_cff, seed=s, margin_mode=m)) for m in ("clamp", "subtract") for s in (0, 1)]
+    configs = [CFFConfig(**dict(tiny_cff, seed=s, margin_mode=m)) for m in ("clamp", "subtract") for s in (0, 1)]
     cells = []
 
     def batched(cell, **kw):
-        cells.append(sorted(c["seed"] for c in cell))
+        cells.append(sorted(c.seed for c in cell))
         return train_cff_seeds(cell, **kw)
 
     records = run_sweep(ResultsStore(tmp_path, "t", "smoke"), configs, train_cff, batched_fn=batched, progress=False)
     assert cells == [[0, 1], [0, 1]]  # one call per margin mode, with both seeds
-    assert [r["config"] for r in records] == configs and {r["status"] for r in records} == {"ok"}
+    assert [r["config"] for r in records] == [c.as_dict() for c in configs] and {r["status"] for r in records} == {"ok"}
+    assert all(r["extra"]["batched"] == {"seeds": 2} for r in records)
 
 
 def test_sweep_falls_back_to_single_runs_when_a_batched_seed_diverges(tmp_path, tiny_cff):
-    configs = [cff_config(**dict(tiny_cff, seed=s, lr=1e30)) for s in (0, 1)]
+    configs = [CFFConfig(**dict(tiny_cff, seed=s, lr=1e30)) for s in (0, 1)]
     records = run_sweep(ResultsStore(tmp_path, "t", "smoke"), configs, train_cff, batched_fn=train_cff_seeds,
                         progress=False)
     assert {r["status"] for r in records} == {"diverged"}
+    assert all("non-finite" in r["extra"]["batched"]["fallback"] for r in records)
+
+
+def test_a_batched_cell_that_returns_none_falls_back_and_says_why(tmp_path, tiny_cff):
+    configs = [CFFConfig(**tiny_cff, seed=s) for s in (0, 1)]
+    records = run_sweep(ResultsStore(tmp_path, "t", "smoke"), configs, train_cff, batched_fn=lambda cell, **kw: None,
+                        progress=False)
+    assert {r["status"] for r in records} == {"ok"} and all(0 <= r["metrics"]["top1"] <= 1 for r in records)
+    assert [r["extra"]["batched"] for r in records] == [{"seeds": 2, "fallback": NON_FINITE}] * 2
+
+
+def test_a_batched_cell_that_raises_fails_loudly_and_is_not_retried_one_by_one(tmp_path, tiny_cff):
+    configs = [CFFConfig(**tiny_cff, seed=s) for s in (0, 1)]
+    single = []
+
+    def broken(cell, **kw):
+        raise ValueError("a bug in the batched path")
+
+    def train(config: CFFConfig, **kw):
+        single.append(config.seed)
+        return train_cff(config, **kw)
+
+    records = run_sweep(ResultsStore(tmp_path, "t", "smoke"), configs, train, batched_fn=broken, progress=False)
+    assert single == []  # no silent per-seed retry
+    assert {r["status"] for r in records} == {"failed"}
+    assert all("ValueError: a bug in the batched path" in r["error"] for r in records)
+    assert all(r["extra"]["batched"] == {"seeds": 2, "failed": True} for r in records)
+
+
+def test_train_cff_seeds_rejects_configs_that_differ_in_more_than_the_seed(tiny_cff):
+    with pytest.raises(ValueError, match="differ only in 'seed'"):
+        train_cff_seeds([CFFConfig(**tiny_cff), CFFConfig(**tiny_cff, seed=1, lr=0.01)], device="cpu")

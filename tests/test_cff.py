@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from lib.cff import cff_config, cff_step, train_cff
+from lib.cff import CFFConfig, cff_step, train_cff
 from lib.losses import margin_schedule, margin_supcon
 from lib.models import CFFViT
 from lib.params import ParameterError
@@ -15,9 +15,9 @@ def _scalars(metrics):
 
 
 def test_same_seed_gives_identical_metrics_and_two_seeds_differ(tiny_cff):
-    a = train_cff(seed=3, **tiny_cff)
-    b = train_cff(seed=3, **tiny_cff)
-    c = train_cff(seed=4, **tiny_cff)
+    a = train_cff(CFFConfig(seed=3, **tiny_cff))
+    b = train_cff(CFFConfig(seed=3, **tiny_cff))
+    c = train_cff(CFFConfig(seed=4, **tiny_cff))
     assert a["status"] == "ok"
     assert _scalars(a) == _scalars(b)
     assert a["curves"] == b["curves"]
@@ -25,7 +25,7 @@ def test_same_seed_gives_identical_metrics_and_two_seeds_differ(tiny_cff):
 
 
 def test_curves_have_one_row_per_epoch_and_layer(tiny_cff):
-    m = train_cff(seed=0, **tiny_cff)
+    m = train_cff(CFFConfig(seed=0, **tiny_cff))
     for key in ("loss", "car", "grad_norm"):
         assert len(m["curves"][key]) == tiny_cff["epochs"]
         assert all(len(row) == tiny_cff["layers"] for row in m["curves"][key])
@@ -36,7 +36,7 @@ def test_curves_have_one_row_per_epoch_and_layer(tiny_cff):
 
 
 def test_diverged_run_is_recorded_not_dropped(tiny_cff):
-    m = train_cff(seed=0, **{**tiny_cff, "lr": 1e30})
+    m = train_cff(CFFConfig(**{**tiny_cff, "lr": 1e30}))
     assert m["status"] == "diverged"
     assert math.isnan(m["top1"])
     assert m["epochs_completed"] <= tiny_cff["epochs"]
@@ -74,7 +74,31 @@ def test_chunked_step_gives_the_whole_batch_gradients(chunk_tokens):
 
 
 @pytest.mark.parametrize("name,value", [("dataset", "imagenet"), ("margin_mode", "clip"), ("m0", -0.1),
-                                        ("stabilizer", "none"), ("layers", 0), ("lr", float("nan")), ("heads", 3)])
+                                        ("stabilizer", "none"), ("layers", 0), ("lr", float("nan")), ("heads", 3),
+                                        ("patch", 5), ("aug_level", 5), ("padding", -1), ("flip", 1),
+                                        ("dataset_options", [])])
 def test_bad_config_names_the_parameter(name, value):
-    with pytest.raises(ParameterError, match=name if name != "heads" else "width"):
-        cff_config(**{name: value})
+    with pytest.raises(ParameterError, match=name if name != "heads" else "embed_dim"):
+        CFFConfig(**{name: value})
+
+
+def test_unknown_field_is_rejected_naming_the_close_match():
+    with pytest.raises(ParameterError, match="embed_dims .did you mean embed_dim"):
+        CFFConfig.from_dict({"embed_dims": 64})
+
+
+def test_padding_and_flip_default_to_the_datasets_registry_entry():
+    from lib.data import DATASETS
+
+    for name, info in DATASETS.items():
+        c = CFFConfig(dataset=name, patch=1)
+        assert (c.padding, c.flip) == (info.crop_padding, info.flip)
+    assert CFFConfig(dataset="cifar10", padding=0, flip=False).padding == 0  # given values are kept
+
+
+def test_a_schema_1_record_config_becomes_todays_config():
+    """width was E; aug_level was left out at 0. Today's form passes through unchanged."""
+    legacy = {"dataset": "shapes", "width": 32, "heads": 2, "seed": 1}
+    c = CFFConfig.from_legacy(legacy)
+    assert c.embed_dim == 32 and c.aug_level == 0 and c.seed == 1
+    assert CFFConfig.from_legacy(c.as_dict()) == c

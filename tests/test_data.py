@@ -286,3 +286,58 @@ def test_real_subsets_from_shared_folder():
     mnist = load_dataset("mnist", data_root=SHARED_DATA)
     assert mnist.x_train.shape[1:] == (1, 28, 28) and mnist.x_test.shape[1:] == (1, 28, 28)
     assert mnist.classes == tuple("0123456789")
+
+
+# ------------------------------------------------------------------------ the registry
+
+
+def _toy_arrays(name, *, data_root, download, cache_dir, image_size):
+    """Three classes of 8x8 grey images: a bright band at a class-specific row, plus noise."""
+    g = torch.Generator().manual_seed(0)
+
+    def split(n):
+        y = torch.arange(n) % 3
+        x = torch.randint(0, 60, (n, 1, 8, 8), generator=g)
+        for k in range(3):
+            x[y == k, :, 2 * k + 1] += 180
+        return x.to(torch.uint8), y
+
+    (x_tr, y_tr), (x_te, y_te) = split(240), split(90)
+    return x_tr, y_tr, x_te, y_te, ("low", "middle", "high"), "generated toy bands"
+
+
+def test_a_new_dataset_is_one_registry_entry_and_runs_study_1_end_to_end(tmp_path, monkeypatch):
+    from lib.data import DATASETS, DatasetInfo, _cached_dataset, data_shape, num_classes
+    from lib.results import ResultsStore
+    from lib.studies import margin_factorial as study
+    from lib.sweep import run_sweep
+
+    monkeypatch.setitem(DATASETS, "toy", DatasetInfo(_toy_arrays, image_size=8, channels=1, num_classes=3,
+                                                     display_name="Toy", crop_padding=1, flip=False))
+    assert data_shape("toy", {}) == (8, 1) and num_classes("toy", {}) == 3
+    try:
+        s = study.resolve(dict(profile="smoke", dataset="toy", margin_modes=["clamp", "subtract"],
+                               stabilizers=["detach", "direct"], dose_m0=0.2, device="cpu", force=False))
+        configs = study.plan(s)
+        assert all((c.dataset, c.dataset_options, c.padding, c.flip) == ("toy", {}, 1, False) for c in configs)
+        store = ResultsStore(tmp_path, study.STUDY, "smoke")
+        records = run_sweep(store, configs, study.TRAIN, progress=False, **study.sweep_options(s))
+        out = study.analyze(study.runs_frame(records), s)
+    finally:
+        _cached_dataset.cache_clear()
+    assert len(records) == len(configs) == 2 * 2 * 2 + 2  # the factorial's cells x seeds, and the dose runs
+    assert all(r["status"] == "ok" and r["dataset"] == "toy" and r["config"]["dataset"] == "toy" for r in records)
+    assert all(0 <= r["metrics"]["top1"] <= 1 for r in records)
+    assert out["n_ok"] == len(records) and out["n_not_ok"] == 0 and "pooled" in out
+
+
+def test_the_registry_knows_each_dataset_before_loading_it():
+    from lib.data import DATASETS, data_shape, num_classes
+
+    for name in ("digits", "shapes"):
+        ds = load_dataset(name)
+        assert data_shape(name, {}) == (ds.image_size, ds.channels) and num_classes(name, {}) == ds.num_classes
+    assert num_classes("shapes", {"num_classes": 7}) == load_dataset("shapes", num_classes=7, n_train=70,
+                                                                    n_test=14).num_classes == 7
+    assert data_shape("mnist", {"image_size": 32, "channels": 3}) == (32, 3)
+    assert len({info.display_name for info in DATASETS.values()}) == len(DATASETS)

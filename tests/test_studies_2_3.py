@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from lib.augment import DISTORTION_LEVELS, distort, normalize
-from lib.cff import AUGMENTATION, cff_config, train_cff
-from lib.data import DatasetNotFoundError, load_dataset
+from lib.cff import CFFConfig, train_cff
+from lib.data import DATASETS, DatasetNotFoundError, load_dataset
 from lib.diagnostics import positive_pair_density
 from lib.params import ParameterError
 from lib.results import config_hash
@@ -72,21 +72,18 @@ def test_distort_rejects_a_bad_level(level, digit_images):
 
 
 def test_aug_level_in_the_cff_config():
-    base = cff_config(dataset="shapes")
-    # level 0 leaves the config, and so every earlier run id, as it was before the knob existed
-    assert "aug_level" not in base and cff_config(dataset="shapes", aug_level=0) == base
-    stronger = cff_config(dataset="shapes", aug_level=3)
-    assert stronger["aug_level"] == 3 and config_hash(stronger) != config_hash(base)
+    base = CFFConfig(dataset="shapes")
+    assert base.aug_level == 0  # the default: no extra augmentation
+    stronger = CFFConfig(dataset="shapes", aug_level=3)
+    assert stronger.aug_level == 3 and config_hash(stronger) != config_hash(base)
     for bad in (5, -1, 1.0, "1"):
         with pytest.raises(ParameterError, match="aug_level"):
-            cff_config(dataset="shapes", aug_level=bad)
+            CFFConfig(dataset="shapes", aug_level=bad)
 
 
-def test_training_at_level_0_is_unchanged_and_a_strong_level_changes_the_run(tiny_cff):
-    plain = train_cff(seed=1, **tiny_cff)
-    level0 = train_cff(seed=1, aug_level=0, **tiny_cff)
-    strong = train_cff(seed=1, aug_level=4, **tiny_cff)
-    assert plain["curves"] == level0["curves"] and plain["top1"] == level0["top1"]
+def test_a_strong_level_changes_the_run(tiny_cff):
+    plain = train_cff(CFFConfig(seed=1, **tiny_cff))
+    strong = train_cff(CFFConfig(seed=1, aug_level=4, **tiny_cff))
     assert strong["status"] == "ok" and strong["curves"]["loss"] != plain["curves"]["loss"]
 
 
@@ -109,9 +106,9 @@ def test_augmentation_per_dataset_follows_studies_md():
     expected = {"cifar10": (12, True), "cifar100": (4, True), "svhn": (4, False), "fashion_mnist": (4, False),
                 "mnist": (4, False)}
     for name, (padding, flip) in expected.items():
-        c = cff_config(dataset=name)
-        assert (c["padding"], c["flip"]) == (padding, flip) == AUGMENTATION[name]
-    assert not any(AUGMENTATION[d][1] for d in ("svhn", "mnist", "digits"))
+        c = CFFConfig(dataset=name)
+        assert (c.padding, c.flip) == (padding, flip) == (DATASETS[name].crop_padding, DATASETS[name].flip)
+    assert not any(DATASETS[d].flip for d in ("svhn", "mnist", "digits"))
 
 
 # ------------------------------------------------------------------- study 2: data and density
@@ -136,7 +133,7 @@ def test_skip_missing_leaves_the_dataset_out_and_keeps_the_reason(tmp_path, monk
     sources, skipped = cross_dataset.check_data(s, str(tmp_path))
     assert list(sources) == ["shapes10"] and list(skipped) == ["cifar100"]
     assert "was not found" in skipped["cifar100"] and "What you can do" in skipped["cifar100"]
-    assert {c["dataset"] for c in cross_dataset.plan(s)} == {"shapes"}
+    assert {c.dataset for c in cross_dataset.plan(s)} == {"shapes"}
     table = cross_dataset.paper_vs_reproduced(pd.DataFrame(columns=["dataset", "like", "vr"]), skipped)
     cifar100 = table[table.quantity.str.startswith("CIFAR-100")].iloc[0]
     assert cifar100.ours == "not run" and "skipped" in cifar100.verdict and "was not found" in cifar100.verdict
@@ -172,7 +169,7 @@ def test_the_density_a_run_records_matches_the_expectation(tiny_cff):
     """A real run on the class-balanced shapes data records a density within 5% of the expectation."""
     config = {**tiny_cff, "epochs": 12, "probe_epochs": 1}
     options = config["dataset_options"]
-    measured = train_cff(seed=0, **config)["positive_pair_density"]
+    measured = train_cff(CFFConfig(**config))["positive_pair_density"]
     expected = cross_dataset.expected_run_density(options["n_train"], config["batch_size"], options["num_classes"])
     assert measured == pytest.approx(expected, rel=0.05)
 
@@ -247,7 +244,7 @@ def test_study3_another_dataset_drops_the_profiles_shapes_options():
     p = dict(profile="smoke", margin_modes=["clamp", "subtract"], stabilizer="detach", m0=0.4, m_last=0.1,
              temperature=0.15, lr=0.004, force=False)
     s = difficulty_sweep.resolve({**p, "dataset": "mnist"})
-    assert s["dataset_options"] == {} and {c["dataset"] for c in difficulty_sweep.plan(s)} == {"mnist"}
+    assert s["dataset_options"] == {} and {c.dataset for c in difficulty_sweep.plan(s)} == {"mnist"}
     with pytest.raises(ParameterError, match="dataset_options"):
         difficulty_sweep.resolve({**p, "dataset": "mnist", "dataset_options": {"num_classes": 10}})
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lib.cff import cff_config, train_cff
+from lib.cff import CFFConfig, train_cff
 from lib.results import ResultsStore
 from lib.sweep import run_sweep
 
@@ -21,7 +21,7 @@ SWEEP_SCRIPT = textwrap.dedent("""
     import os, sys, time
     from pathlib import Path
     import lib.sweep
-    from lib.cff import cff_config, train_cff
+    from lib.cff import CFFConfig, train_cff
     from lib.results import ResultsStore
     from lib.sweep import run_sweep
     from tests.conftest import TINY_CFF
@@ -39,7 +39,7 @@ SWEEP_SCRIPT = textwrap.dedent("""
     if pause.startswith("run:"):
         run_one, at = lib.sweep.run_one, int(pause[4:])
         def paused_run_one(train_fn, config, *args):
-            if config["seed"] == at:
+            if config.seed == at:
                 wait_for_the_kill()
             return run_one(train_fn, config, *args)
         lib.sweep.run_one = paused_run_one
@@ -51,27 +51,27 @@ SWEEP_SCRIPT = textwrap.dedent("""
             replace(src, dst)
         os.replace = paused_replace
 
-    run_sweep(store, [cff_config(seed=s, **TINY_CFF) for s in range(6)], train_cff, progress=False)
+    run_sweep(store, [CFFConfig(seed=s, **TINY_CFF) for s in range(6)], train_cff, progress=False)
 """)
 
 
 
-def _flaky(*, data_root=None, progress=None, **config):
-    if config["seed"] == 1:
+def _flaky(config: CFFConfig, *, data_root=None, progress=None):
+    if config.seed == 1:
         raise RuntimeError("boom")
-    return {"status": "ok", "top1": 0.5 + config["seed"]}
+    return {"status": "ok", "top1": 0.5 + config.seed}
 
 
 def test_failed_run_is_recorded_and_retried(tmp_path):
     store = ResultsStore(tmp_path, "sweep_test", "smoke")
-    configs = [cff_config(seed=s, **TINY_CFF) for s in range(3)]
+    configs = [CFFConfig(seed=s, **TINY_CFF) for s in range(3)]
     records = run_sweep(store, configs, _flaky, progress=False)
     assert [r["status"] for r in records] == ["ok", "failed", "ok"]
     assert "boom" in records[1]["error"]
     calls = []
 
-    def counting(**kw):
-        calls.append(kw["seed"])
+    def counting(config: CFFConfig, **kw):
+        calls.append(config.seed)
         return {"status": "ok", "top1": 1.0}
 
     run_sweep(store, configs, counting, progress=False)
@@ -79,7 +79,7 @@ def test_failed_run_is_recorded_and_retried(tmp_path):
 
 
 def test_parallel_workers_give_the_same_records_as_one_process(tmp_path):
-    configs = [cff_config(seed=s, **TINY_CFF) for s in range(2)]
+    configs = [CFFConfig(seed=s, **TINY_CFF) for s in range(2)]
     serial = run_sweep(ResultsStore(tmp_path / "a", "t", "smoke"), configs, train_cff, progress=False)
     parallel = run_sweep(ResultsStore(tmp_path / "b", "t", "smoke"), configs, train_cff, workers=2, progress=False)
     assert len(serial) == len(parallel) == len(configs)
@@ -164,7 +164,7 @@ def test_a_live_writers_temp_file_is_kept(tmp_path):
 
 def test_every_record_carries_the_command_that_reproduces_it(tmp_path):
     root = Path(__file__).resolve().parents[1]
-    [record] = run_sweep(ResultsStore(tmp_path, "t", "smoke"), [cff_config(seed=2, **TINY_CFF)], train_cff, progress=False)
+    [record] = run_sweep(ResultsStore(tmp_path, "t", "smoke"), [CFFConfig(seed=2, **TINY_CFF)], train_cff, progress=False)
     assert record["extra"]["train"] == "lib.cff.train_cff"
     shell = subprocess.run(record["extra"]["rerun"], shell=True, cwd=root, capture_output=True, text=True, check=True)
     from_file = subprocess.run([sys.executable, "-m", "lib.rerun", str(tmp_path / "runs" / "t" / "smoke" /

@@ -21,6 +21,7 @@ import pandas as pd
 
 from lib import params
 from lib.cff import CFFConfig, train_cff
+from lib.config import as_dict
 from lib.data import DATASETS, DatasetNotFoundError, get_dataset
 from lib.diagnostics import expected_positive_pair_density
 from lib.studies import common
@@ -93,8 +94,9 @@ def dataset_spec(entry: str, s: dict) -> tuple[str, dict]:
     return entry, {}
 
 
-def entry_of(config: dict) -> str:
-    """The dataset entry a run config belongs to (the inverse of :func:`dataset_spec`)."""
+def entry_of(config: CFFConfig | dict) -> str:
+    """The dataset entry a run config (or its record form) belongs to (the inverse of :func:`dataset_spec`)."""
+    config = as_dict(config)
     if config["dataset"] != "shapes":
         return config["dataset"]
     options = config["dataset_options"]

@@ -25,6 +25,7 @@ from scipy import stats as st
 from lib import params
 from lib.augment import DISTORTION_LEVELS
 from lib.cff import CFFConfig, train_cff
+from lib.config import as_dict
 from lib.studies import common
 from lib.studies.common import sweep_options  # noqa: F401  (run_sweep's options: part of every study's interface)
 
@@ -93,8 +94,9 @@ def plan(s: dict) -> list[CFFConfig]:
             for level in s["levels"] for mode in s["margin_modes"] for seed in range(s["seeds"])]
 
 
-def level_of(config: dict, knob: str):
-    """The knob level of a run's recorded config."""
+def level_of(config: CFFConfig | dict, knob: str):
+    """The knob level of a run config (or its record form)."""
+    config = as_dict(config)
     if knob == "aug_level":
         return config["aug_level"]
     return config["dataset_options"]["difficulty"]
