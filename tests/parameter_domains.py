@@ -317,7 +317,7 @@ def _clamp_against_subtract(smoke: dict, image_size: int) -> dict:
     return {
         "seeds": seed_count(2, optional=True),  # a variance needs two runs per arm
         "margin_modes": Choices(MARGIN_MODES, required=("clamp", "subtract")),  # the VR's two arms
-        "stabilizer": Choice(STABILIZERS),
+        "stabilizer": Choice(STABILIZERS, optional=True),
         **_cff_training(smoke, image_size),
     }
 

@@ -256,3 +256,40 @@ def test_spearman_exact_p_value_enumerates_the_permutations():
     # the 2 perfect orders: 8 of 4! = 24 permutations
     rho, p = difficulty_sweep.spearman_exact([1, 2, 3, 4], [1, 3, 2, 4])
     assert rho == pytest.approx(0.8) and p == pytest.approx(8 / 24)
+
+
+# ------------------------------------------------------------------ profiles and notebook parameters (studies 1-3)
+
+
+@pytest.mark.parametrize("notebook", ["01_margin_factorial", "02_cross_dataset_reversal", "03_difficulty_sweep"])
+def test_every_profile_key_is_a_notebook_parameter_and_config_fields_default_to_none(notebook):
+    """A profile key the notebook cannot override would be a hidden setting; a config field with a
+    value in the parameters cell would be a second default beside CFFConfig's."""
+    import dataclasses
+    from pathlib import Path
+
+    from lib.studies import margin_factorial
+
+    source = (Path(__file__).resolve().parents[1] / "notebooks" / f"{notebook}.py").read_text()
+    cell = source.split('# %% tags=["parameters"]\n', 1)[1].split("\n# %%", 1)[0]
+    defaults: dict = {}
+    exec(cell, defaults)
+    module = {"01_margin_factorial": margin_factorial, "02_cross_dataset_reversal": cross_dataset,
+              "03_difficulty_sweep": difficulty_sweep}[notebook]
+    fields = {f.name for f in dataclasses.fields(CFFConfig)}
+    for profile, overrides in module.PROFILES.items():
+        assert set(overrides) <= set(defaults), (profile, set(overrides) - set(defaults))
+    for name in set(defaults) & fields:
+        assert defaults[name] is None, f"{notebook}: {name} = {defaults[name]!r}"
+    assert module.TRAIN is train_cff
+
+
+def test_a_config_parameter_left_as_none_takes_the_profile_else_the_config_default():
+    from lib.studies import margin_factorial
+
+    p = dict(profile="smoke", margin_modes=["clamp"], stabilizers=["detach"], dose_m0=0.2, device="cpu")
+    s = margin_factorial.resolve(p)
+    assert s["embed_dim"] == margin_factorial.PROFILES["smoke"]["embed_dim"]  # the profile's
+    assert (s["m0"], s["lr"]) == (CFFConfig.m0, CFFConfig.lr)  # no profile sets them: CFFConfig's
+    s = margin_factorial.resolve({**p, "m0": 0.3, "embed_dim": 16})
+    assert {(c.m0, c.embed_dim) for c in margin_factorial.plan(s) if c.m0 != 0.2} == {(0.3, 16)}

@@ -61,7 +61,9 @@ def check_arms(s: dict, p: dict) -> None:
     s["margin_modes"] = params.choices("margin_modes", p.get("margin_modes"), MARGIN_MODES)
     if not {"clamp", "subtract"} <= set(s["margin_modes"]):
         params.fail("margin_modes", s["margin_modes"], "a list holding at least clamp and subtract (the VR's two arms)")
-    s["stabilizer"] = params.choice("stabilizer", p.get("stabilizer"), STABILIZERS)
+    stabilizer = p.get("stabilizer")
+    s["stabilizer"] = params.choice("stabilizer", config_default("stabilizer") if stabilizer is None else stabilizer,
+                                    STABILIZERS)
 
 
 def check_training(s: dict, p: dict) -> None:
