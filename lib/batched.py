@@ -34,10 +34,7 @@ Why one batched step equals S separate ``lib.cff.cff_step`` calls (in exact arit
   hold for optimizers with a global coupling (gradient clipping by total norm, LARS/LAMB trust
   ratios, Adafactor's factored moments): those would mix the seeds.
 
-vmap coverage: every op of the CFF forward and loss has a batching rule except PyTorch's fused CPU
-attention kernel (``_scaled_dot_product_flash_attention_for_cpu``, as of torch 2.14): on a CPU vmap
-falls back to a loop over the seeds for that op (correct, slower, with a "performance drop"
-warning). The CUDA kernels (flash, memory-efficient, cuDNN attention) have batching rules.
+On a CPU, vmap loops over the seeds for the fused attention kernel; see docs/notes/cff.md.
 
 Floating point: batched matmuls may sum in a different order than the per-seed ones, so results
 agree to float32 rounding (about 1e-6 relative), not bit for bit. One visible consequence: the
@@ -49,10 +46,8 @@ any output.
 
 Divergence: the step is all-or-nothing. If any seed's loss is non-finite, ``batched_cff_step``
 returns None and updates nothing -- in a batched cell one diverging seed stops the step for all
-seeds. The caller can then fall back to per-seed training (``unstack_seed`` each seed and continue
-with ``lib.cff.cff_step``, which records the diverging seed as "diverged" on its own). To continue
-exactly, each seed's AdamW state (``exp_avg``, ``exp_avg_sq``: slice s of the stacked state; ``step``)
-must be carried over too -- ``unstack_seed`` copies only the parameters.
+seeds -- and ``train_cff_seeds`` returns None; ``lib.sweep`` then trains the cell's seeds one by one,
+which records the diverging seed as "diverged" and lets the others finish.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Speed benchmark: ratios measured side by side in one run (absolute times on shared machines are noise).
 
-    python -m lib.bench            # the full table (about 15 minutes on 2 cores)
-    python -m lib.bench --quick    # fewer repetitions (about 3 minutes)
+    python -m lib.bench            # the full table
+    python -m lib.bench --quick    # fewer repetitions
     python -m lib.bench --json bench.json
     python -m lib.bench --notebooks smoke   # only: each notebook's wall time against its profile's budget
 
@@ -232,7 +232,7 @@ def notebook_times(profile: str) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="fewer repetitions: about three minutes")
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     parser.add_argument("--json", type=Path, help="also write the headline figures to this JSON file")
     parser.add_argument("--data-root", help="folder with cifar10.npz (else $DATA_ROOT; else procedural images)")
     parser.add_argument("--notebooks", choices=sorted(NOTEBOOK_BUDGET_S), help="only time every notebook at this profile")

@@ -106,9 +106,8 @@ class CFFConfig(Config):
         return cls.from_dict(values)
 
 
-# Images per chunk are chosen so one chunk's activations (tokens x E floats) stay in cache:
-# at the paper's config the whole-batch step runs its matmuls at ~40% of the machine's matmul rate
-# (every [65536 x 128] activation round-trips through memory), chunks of 256 images at ~65%.
+# Images per chunk are chosen so one chunk's activations (tokens x E floats) stay in cache: the
+# whole-batch step's activations round-trip through memory (measurements: docs/notes/cff.md).
 CHUNK_TOKENS = 16384
 
 
