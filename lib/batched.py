@@ -137,7 +137,7 @@ def batched_cff_step(base: CFFViT, params: dict[str, torch.Tensor], optimizer: t
     total = losses.sum()
     if not torch.isfinite(total):
         return None
-    cars = torch.stack([stacked_clamp_activation_rate(feats[l], labels, margins[l]) for l in range(L)], dim=1)
+    cars = torch.stack([stacked_clamp_activation_rate(feats[i], labels, margins[i]) for i in range(L)], dim=1)
     optimizer.zero_grad(set_to_none=True)
     total.backward()  # seeds share nothing and layers are detached: each gets only its own loss's gradient
     grad_norms = _layer_grad_norms(params, L, S)

@@ -60,7 +60,7 @@ class CFFConfig(Config):
     weight_decay: float = 0.01        # PyTorch's AdamW default, as in CFF's code [code]
     padding: int | None = None        # crop padding; None: the dataset's registry entry [code]/[ours]
     flip: bool | None = None          # horizontal flips; None: the dataset's registry entry [code]/[ours]
-    aug_level: int = 0                # extra augmentation before the crop/flip: lib.augment.distort, 0 (none) .. 4 [ours]
+    aug_level: int = 0                # extra augmentation before the crop/flip (lib.augment.distort): 0 .. 4 [ours]
     val_fraction: float = 0.1         # held out from training and from the probe's training [ours]
     probe_epochs: int = 50            # [code]
     probe_lr: float = 5e-4            # (no source recorded)
@@ -148,7 +148,8 @@ def cff_step(model: CFFViT, optimizer: torch.optim.Optimizer, views: torch.Tenso
     grad_norms = torch.stack([nn.utils.get_total_norm([p.grad for p in layer.parameters()]) for layer in model.layers])
     optimizer.step()
     # float64 on the CPU, whatever the device: the epoch sums accumulate there
-    return torch.stack([losses.detach().double().cpu(), torch.tensor(cars, dtype=torch.float64), grad_norms.double().cpu()])
+    return torch.stack([losses.detach().double().cpu(), torch.tensor(cars, dtype=torch.float64),
+                        grad_norms.double().cpu()])
 
 
 def split_indices(ds: ImageDataset, c: CFFConfig, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:

@@ -2,7 +2,8 @@
 
 :data:`DATASETS` maps each name to a :class:`DatasetInfo`: its loader and what is known before
 loading it (image size, channels, class count, display name, CFF's crop padding and flip). A new
-dataset is one entry there. :func:`get_dataset` loads one once per process.
+dataset is one entry there. :func:`get_dataset` loads one once per process. The module runs past 400
+lines because each source's loader and its validation live beside the registry that names them.
 
 Every dataset comes back as one :class:`ImageDataset` holding the full train and test splits as
 ``uint8 [N, C, H, W]`` tensors, so that training loops index batches and augment them on the

@@ -6,8 +6,8 @@ loses only the runs in flight, and running it again does exactly what is missing
 On the CPU, runs go to a pool of processes with the cores divided among them. On a GPU, a
 ``batched_fn`` (e.g. ``lib.batched.train_cff_seeds``) trains the seeds of each cell as one stacked
 model: the paper's model is far too small to fill a GPU on its own. It falls back to training the
-seeds one by one only for what that is for, and says so in each record's ``extra.batched``. :class:`RecordRun` is the same
-run-and-record step as one task of a Slurm array (``lib.dispatch``).
+seeds one by one only for what that is for, and says so in each record's ``extra.batched``.
+:class:`RecordRun` is the same run-and-record step as one task of a Slurm array (``lib.dispatch``).
 """
 from __future__ import annotations
 
@@ -141,7 +141,8 @@ def run_sweep(store: ResultsStore, configs: list[dict], train_fn: Callable, *, w
     store.remove_stale_temp_files()  # left by a sweep killed mid-write; its process is gone
     unique = {store.run_id(c): c for c in configs}
     todo = [c for c in unique.values() if force or not store.is_finished(c)]
-    bar = tqdm(total=len(todo), desc=f"{store.study} [{store.profile}]", disable=None if progress is None else not progress)
+    bar = tqdm(total=len(todo), desc=f"{store.study} [{store.profile}]",
+               disable=None if progress is None else not progress)
 
     def record(config, outcome, batched=None):
         record_run(store, train_fn, config, outcome, data_root, batched)

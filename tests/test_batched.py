@@ -154,7 +154,8 @@ def test_batched_training_follows_each_seeds_own_run(tiny_cff):
     for b, s in zip(batched, separate):
         assert b["status"] == "ok" and b["train_images"] == s["train_images"]
         for key in ("loss", "car", "grad_norm"):
-            torch.testing.assert_close(torch.tensor(b["curves"][key]), torch.tensor(s["curves"][key]), rtol=1e-4, atol=1e-5)
+            torch.testing.assert_close(torch.tensor(b["curves"][key]), torch.tensor(s["curves"][key]),
+                                       rtol=1e-4, atol=1e-5)
         assert b["positive_pair_density"] == s["positive_pair_density"]
 
 

@@ -237,7 +237,8 @@ def test_study3_level_parameters_are_checked():
         difficulty_sweep.resolve({**p, "dataset": "mnist", "knob": "difficulty", "levels": [0.1]})
     s = difficulty_sweep.resolve({**p, "knob": "difficulty", "levels": [0.5, 0.1]})
     assert s["levels"] == [0.1, 0.5]
-    assert [difficulty_sweep.level_of(c, "difficulty") for c in difficulty_sweep.plan(s)][::s["seeds"] * 2] == [0.1, 0.5]
+    levels = [difficulty_sweep.level_of(c, "difficulty") for c in difficulty_sweep.plan(s)]
+    assert levels[::s["seeds"] * 2] == [0.1, 0.5]
 
 
 def test_study3_another_dataset_drops_the_profiles_shapes_options():

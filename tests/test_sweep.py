@@ -164,7 +164,8 @@ def test_a_live_writers_temp_file_is_kept(tmp_path):
 
 def test_every_record_carries_the_command_that_reproduces_it(tmp_path):
     root = Path(__file__).resolve().parents[1]
-    [record] = run_sweep(ResultsStore(tmp_path, "t", "smoke"), [CFFConfig(seed=2, **TINY_CFF)], train_cff, progress=False)
+    [record] = run_sweep(ResultsStore(tmp_path, "t", "smoke"), [CFFConfig(seed=2, **TINY_CFF)], train_cff,
+                         progress=False)
     assert record["extra"]["train"] == "lib.cff.train_cff"
     shell = subprocess.run(record["extra"]["rerun"], shell=True, cwd=root, capture_output=True, text=True, check=True)
     from_file = subprocess.run([sys.executable, "-m", "lib.rerun", str(tmp_path / "runs" / "t" / "smoke" /
