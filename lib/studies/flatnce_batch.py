@@ -15,9 +15,8 @@ Decisions where STUDIES.md is silent [ours]:
 - The ``smoke``, ``quick`` and ``cpu`` profiles train for a few epochs only. LARS's step is
   lr x 1e-3 x ||w|| per layer, so at FLAT's 0.3 x B / 256 a few hundred steps barely move the
   weights; these profiles use square-root scaling, lr = 0.6 x sqrt(B) (eight times SimCLR's
-  small-batch rule 0.075 x sqrt(B)). Measured on the quick setting (batches 64 and 256, two seeds):
-  at 0.075 and 0.15 x sqrt(B) most seeds stay near chance, at 0.3 one seed in two does, at 0.6 and
-  1.2 every seed learns; CIFAR-10 runs at 0.6 x sqrt(B) (batches 32 and 512) train without diverging.
+  small-batch rule 0.075 x sqrt(B)), the smallest rate at which every seed learned (the rates tried:
+  docs/notes/ssl.md).
 - The paper profile runs FLAT's projector without BatchNorm [code]; the shorter profiles keep
   SimCLR's Linear-BN-ReLU-Linear head, which is the library default.
 - Every run sees the same number of epochs, as in the paper, so a larger batch takes fewer steps;
