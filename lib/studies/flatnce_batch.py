@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lib import losses, params, stats
+from lib import losses, params, ssl, stats
 from lib.data import DATASETS
 from lib.optim import LR_SCALINGS, OPTIMIZERS
 from lib.ssl import SSLConfig, train_ssl
@@ -228,9 +228,9 @@ def gradient_identity_error(n: int = 8, dim: int = 16, temperature: float = 0.1,
     :func:`lib.losses.pair_logits` (softmax cross-entropy with the positive first). The largest of four
     relative deviations:
 
-    - the per-anchor terms are the library's InfoNCE: mean_i l_i = info_nce (and = flat_nce's reported
-      InfoNCE), mean_i grad l_i = grad info_nce;
-    - the identity: grad flat_nce.loss = mean_i grad l_i / (1 - e^(-l_i)). The weights differ from
+    - the per-anchor terms are the library's InfoNCE: mean_i l_i = info_nce (and = the InfoNCE a run
+      reports, :func:`lib.ssl.nce_diagnostics`), mean_i grad l_i = grad info_nce;
+    - the identity: grad flat_nce = mean_i grad l_i / (1 - e^(-l_i)). The weights differ from
       anchor to anchor, so a FlatNCE equal to InfoNCE up to any constant factor fails it.
     """
     g = torch.Generator().manual_seed(seed)
@@ -252,9 +252,9 @@ def gradient_identity_error(n: int = 8, dim: int = 16, temperature: float = 0.1,
     flat = losses.flat_nce(z1, z2, temperature)
     mean_l = per_anchor.detach().mean()
     return max(deviation(info.detach().reshape(1), mean_l.reshape(1)),
-               deviation(flat.info_nce.reshape(1), mean_l.reshape(1)),
+               deviation(ssl.nce_diagnostics(z1, z2, temperature)[:1], mean_l.reshape(1)),
                deviation(grad(info), anchor_grads.mean(dim=0)),
-               deviation(grad(flat.loss), (weights[:, None] * anchor_grads).mean(dim=0)))
+               deviation(grad(flat), (weights[:, None] * anchor_grads).mean(dim=0)))
 
 
 # -------------------------------------------------------------------------------- verdicts
