@@ -323,7 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     # Last, on purpose: see simclr_width_rates.
     simclr = simclr_width_rates(ds.x_train, repeat=1 if args.quick else 3)
     for r in simclr:
-        print(f"SimCLR step (ResNet-18 CIFAR stem, width {r['width_multiplier']:g}, batch {r['batch']}, two views): "
+        print(f"SimCLR step (ResNet-18 CIFAR stem, width {r['width_multiplier']:g}, batch {r['batch']}, "
+              "two views): "
               f"{r['images_per_s']:.1f} images/s, {r['gflop_per_image']:.2f} GFLOP/image, {r['gflops']:.0f} GFLOP/s = "
               f"{r['gflops'] / r['matmul_gflops']:.0%} of the matmul rate beside it ({r['matmul_gflops']:.0f}); "
               f"{r['speedup']:.1f}x the images/s of width 1", flush=True)

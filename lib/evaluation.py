@@ -242,7 +242,8 @@ def evaluate(model: nn.Module, ds, x_train: torch.Tensor, y_train: torch.Tensor,
     ``c`` is the run's :class:`lib.ssl.SSLConfig`."""
     device = x_train.device
     if c.recalibrate_bn:
-        recalibrate_batchnorm(model, (normalize(x_train[i:i + 512], ds.mean, ds.std) for i in range(0, len(x_train), 512)))
+        batches = (normalize(x_train[i:i + 512], ds.mean, ds.std) for i in range(0, len(x_train), 512))
+        recalibrate_batchnorm(model, batches)
     h_train, h_test = embed(model, x_train, ds.mean, ds.std), embed(model, ds.x_test.to(device), ds.mean, ds.std)
     y_train, y_test = y_train.to(device), ds.y_test.to(device)
     out = backbone_evaluation(c, h_train, y_train, h_test, y_test, num_classes=ds.num_classes)

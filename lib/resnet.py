@@ -146,7 +146,8 @@ class SimSiamNet(nn.Module):
             nn.Linear(self.feature_dim, dim, bias=False), nn.BatchNorm1d(dim), nn.ReLU(inplace=True),
             nn.Linear(dim, dim, bias=False), nn.BatchNorm1d(dim), nn.ReLU(inplace=True),
             nn.Linear(dim, dim, bias=False), nn.BatchNorm1d(dim))
-        self.predictor = nn.Sequential(nn.Linear(dim, hidden, bias=False), nn.BatchNorm1d(hidden), nn.ReLU(inplace=True),
+        self.predictor = nn.Sequential(nn.Linear(dim, hidden, bias=False), nn.BatchNorm1d(hidden),
+                                       nn.ReLU(inplace=True),
                                        nn.Linear(hidden, dim))
 
     def features(self, x: torch.Tensor) -> torch.Tensor:

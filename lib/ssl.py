@@ -9,6 +9,10 @@ subsets (:func:`lib.data.imbalanced_indices`) and its unseen-set scoring are con
 negatives' entropy per step; ``norms`` (study 4) the loss and the embeddings' norm and spread per
 step, and the norm diagnostics of :func:`lib.evaluation.norm_diagnostics` at the end.
 
+The module is over 400 lines because it is the whole method: the config (a third of it, one commented
+line per field), the network and optimiser built from it, the step, the epoch loop and the trainer;
+the reusable pieces live in lib.optim, lib.evaluation, lib.interventions and lib.losses.
+
 Decisions where STUDIES.md is silent [ours]:
 - Every training image is used (no validation split): nothing is selected on held-out data.
 - The last, smaller batch of an epoch is dropped, as in FLAT's data loader [code]: the batch size
@@ -59,7 +63,7 @@ class SSLConfig(Config):
     temperature: float = 0.1            # FLAT [code]; the NORMS authors' SimCLR: 0.5 [code]
     width_multiplier: float = 1.0       # ResNet-18 channel multiplier: 512 * width_multiplier features
     projector_dim: int = 128            # SimCLR: output width [code]; SimSiam: projector and predictor width D (2048)
-    projector_hidden: int = 0           # SimCLR: hidden width (0 = the feature dimension); SimSiam: 0 (its projector is D wide)
+    projector_hidden: int = 0           # SimCLR: hidden width (0 = the feature dimension); SimSiam: 0 (D wide)
     projector_bn: bool = True           # SimCLR: Linear-BN-ReLU-Linear; False: FLAT's and NORMS' plain head [code]
     predictor_hidden: int = 0           # SimSiam: predictor bottleneck (0 = D / 4, the paper's 2048 -> 512 -> 2048)
     epochs: int = 100                   # FLAT [code]
@@ -80,10 +84,10 @@ class SSLConfig(Config):
     knn_temperature: float = 0.1
     probe_steps: int = 500              # L-BFGS iterations of the linear probe [ours]
     probe_weight_decay: float = 1e-4    # L2 penalty of the probe on standardised features [ours]
-    recalibrate_bn: bool = False        # re-estimate BatchNorm statistics on the training images before evaluating [ours]
+    recalibrate_bn: bool = False        # re-estimate BatchNorm on the training images before evaluating [ours]
     confidence_k: int = 10              # norms: kNN of the norm-as-confidence check (cosine, majority vote) [ours]
     buckets: int = 20                   # norms: norm buckets of the confidence check [paper]
-    ood: list = dataclasses.field(default_factory=list)  # norms: unseen sets [{"dataset": ..., "dataset_options": {...}}]
+    ood: list = dataclasses.field(default_factory=list)  # norms: unseen sets [{"dataset", "dataset_options"}, ...]
     stored_norms: int = 2000            # norms: per-sample norms kept in the record per evaluation set (0: none)
     channels_last: bool = True          # NHWC activations: faster convolutions on CPU and GPU
     device: str = "cpu"                 # cpu | cuda
@@ -125,7 +129,8 @@ class SSLConfig(Config):
         for name in ("seed", "train_subset", "projector_hidden", "predictor_hidden", "stored_norms", "threads"):
             params.integer(name, getattr(self, name), 0)
         if self.method == "simsiam" and self.projector_hidden:
-            params.fail("projector_hidden", self.projector_hidden, "0 for simsiam (its projector is projector_dim wide)")
+            params.fail("projector_hidden", self.projector_hidden,
+                        "0 for simsiam (its projector is projector_dim wide)")
         if self.batch_size < 2:
             params.fail("batch_size", self.batch_size,
                         "an integer >= 2 (a batch needs negatives and BatchNorm statistics)")
@@ -392,7 +397,8 @@ def train_ssl(config: SSLConfig, *, data_root: str | None = None, progress: bool
     ds, device, gen = start_run(c, data_root)
     keep = training_indices(c, ds)
     if c.batch_size > len(keep):
-        params.fail("batch_size", c.batch_size, f"at most the {len(keep)} training images (an incomplete batch is dropped)")
+        params.fail("batch_size", c.batch_size,
+                    f"at most the {len(keep)} training images (an incomplete batch is dropped)")
     x_train, y_train = ds.x_train[keep].to(device), ds.y_train[keep]
     layout = activation_layout(c)
     model = build_model(c, ds.channels).to(device, memory_format=layout)

@@ -23,7 +23,7 @@ from lib.bench import simclr_step_rate
 from lib.evaluation import knn_accuracy, knn_predict, linear_probe
 from lib.optim import LARS, make_optimizer, param_groups, scaled_lr, warmup_cosine
 from lib.resnet import Projector, ResNet18, SimCLRNet
-from lib.ssl import SSLConfig, keep_freed_memory, nce_diagnostics, train_ssl
+from lib.ssl import SSLConfig, nce_diagnostics, train_ssl
 
 
 def gen(seed: int) -> torch.Generator:
@@ -579,14 +579,17 @@ def test_from_legacy_maps_both_old_trainers_configs_and_keeps_todays():
 
     golden = json.loads((Path(__file__).parent / "golden" / "metrics_before_issue15.json").read_text())["runs"]
     simclr = SSLConfig.from_legacy(golden["simclr_flatnce"]["config"])
-    assert (simclr.method, simclr.loss, simclr.diagnostics, simclr.recalibrate_bn) == ("simclr", "flatnce", "nce", False)
+    assert (simclr.method, simclr.loss, simclr.diagnostics) == ("simclr", "flatnce", "nce")
+    assert not simclr.recalibrate_bn
     assert simclr.width_multiplier == golden["simclr_flatnce"]["config"]["width"]
     norms = SSLConfig.from_legacy(golden["norms_simclr_default_False"]["config"])
-    assert (norms.loss, norms.diagnostics, norms.projector_bn, norms.projector_hidden) == ("decoupled", "norms", False, 128)
+    assert (norms.loss, norms.diagnostics, norms.projector_hidden) == ("decoupled", "norms", 128)
+    assert not norms.projector_bn
     old = golden["norms_simsiam_default_False"]["config"]
     siam = SSLConfig.from_legacy({**old, "projector_hidden": 8})
     assert (siam.loss, siam.projector_hidden, siam.predictor_hidden) == ("simsiam", 0, 8)
-    assert SSLConfig.from_legacy({**golden["norms_simclr_default_False"]["config"], "simclr_loss": "standard"}).loss == "infonce"
+    standard = {**golden["norms_simclr_default_False"]["config"], "simclr_loss": "standard"}
+    assert SSLConfig.from_legacy(standard).loss == "infonce"
     for config in (simclr, norms, siam):  # today's form maps to itself, so a migration can be repeated
         assert SSLConfig.from_legacy(config.as_dict()) == config
 

@@ -53,13 +53,13 @@ PUBLISHED_TRANSFER = {"CIFAR-10": 0.28, "CIFAR-100": 0.36, "SUN397": 1.69}
 PROFILES = {
     "smoke": dict(dataset="shapes", dataset_options={"num_classes": 10, "difficulty": 0.5, "n_train": 128, "n_test": 64,
                                                      "image_size": 32},
-                  batch_sizes=[16, 32], seeds=2, epochs=1, warmup_epochs=0.0, width_multiplier=0.125, optimizer="lars", lr=0.6,
-                  lr_scaling="sqrt", train_subset=0, probe_steps=20, projector_bn=True, workers=1),
+                  batch_sizes=[16, 32], seeds=2, epochs=1, warmup_epochs=0.0, width_multiplier=0.125, optimizer="lars",
+                  lr=0.6, lr_scaling="sqrt", train_subset=0, probe_steps=20, projector_bn=True, workers=1),
     # 3 batch sizes x 2 losses x 2 seeds = 12 runs on 1,024 procedural images: about 2-3 minutes on 2 cores.
     "quick": dict(dataset="shapes", dataset_options={"num_classes": 10, "difficulty": 0.5, "n_train": 1024, "n_test": 500,
                                                      "image_size": 32},
-                  batch_sizes=[16, 64, 256], seeds=2, epochs=5, warmup_epochs=0.5, width_multiplier=0.125, optimizer="lars", lr=0.6,
-                  lr_scaling="sqrt", train_subset=0, probe_steps=200, projector_bn=True, workers=2),
+                  batch_sizes=[16, 64, 256], seeds=2, epochs=5, warmup_epochs=0.5, width_multiplier=0.125,
+                  optimizer="lars", lr=0.6, lr_scaling="sqrt", train_subset=0, probe_steps=200, projector_bn=True, workers=2),
     # The 10,000-image CIFAR-10 subset of ../shared/data: 5 batch sizes x 2 losses x 2 seeds = 20 runs of
     # 6 epochs. Measured on one core at width 0.25: about 125 images/s per step (70-130 at batch 32), about
     # 25 s of evaluation, so 20 x (6 x 80 s + 25 s) / 2 workers = 85 minutes, up to 100 with slow small batches.
@@ -69,8 +69,8 @@ PROFILES = {
     # FLAT's CIFAR-10 settings [code]: LARS, lr 0.3 x B / 256, 10 warm-up epochs, 100 epochs, width 1, a
     # projector without BatchNorm; the batch grid (STUDIES.md: up to 4096 on a GPU) and 3 seeds are ours.
     "paper": dict(dataset="cifar10", dataset_options={}, batch_sizes=[16, 32, 64, 128, 256, 512, 1024, 2048, 4096],
-                  seeds=3, epochs=100, warmup_epochs=10.0, width_multiplier=1.0, optimizer="lars", lr=0.3, lr_scaling="linear",
-                  train_subset=0, probe_steps=500, projector_bn=False, workers=1),
+                  seeds=3, epochs=100, warmup_epochs=10.0, width_multiplier=1.0, optimizer="lars", lr=0.3,
+                  lr_scaling="linear", train_subset=0, probe_steps=500, projector_bn=False, workers=1),
 }
 
 
