@@ -32,7 +32,7 @@ def gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def norms_config(method: str = "simclr", **fields) -> SSLConfig:
+def study4_config(method: str = "simclr", **fields) -> SSLConfig:
     """A run config with study 4's settings for ``method``, and ``fields``."""
     return SSLConfig(**{**AUTHORS_SETTINGS, **METHOD_SETTINGS[method], "method": method, **fields})
 
@@ -340,7 +340,7 @@ def test_train_epochs_stops_a_diverged_run():
 
 
 def test_simsiam_optimizer_keeps_the_predictor_at_a_fixed_rate():
-    c = norms_config(method="simsiam", projector_dim=16, width_multiplier=1 / 16)
+    c = study4_config(method="simsiam", projector_dim=16, width_multiplier=1 / 16)
     model = SimSiamNet(3, 1 / 16, dim=16)
     optimizer = build_optimizer(model, c, lr=0.2)
     fixed = [p for g in optimizer.param_groups if g.get("fixed_lr") for p in g["params"]]
@@ -357,7 +357,7 @@ TINY = dict(dataset="shapes", dataset_options={"num_classes": 4, "n_train": 128,
 @pytest.mark.parametrize("extra", [dict(), dict(method="simsiam", projector_dim=32, cut=9.0, grad_scale_power=1.0),
                                    dict(loss="infonce", cut=3.0, imbalance_base=1.5)])
 def test_train_ssl_runs_every_study_4_variant_and_reports_its_diagnostics(extra):
-    m = train_ssl(norms_config(**TINY, **extra))
+    m = train_ssl(study4_config(**TINY, **extra))
     assert m["status"] == "ok"
     n_images = 128 if not extra.get("imbalance_base") else sum(imbalanced_class_sizes([32] * 4, 1.5))
     assert m["train_images"] == n_images and m["steps"] == 2 * (n_images // 32)
@@ -374,20 +374,20 @@ def test_a_bad_study_4_config_names_the_bad_parameter():
     for name, value in (("cut", 0.0), ("imbalance_base", 0.5), ("loss", "ntx"),
                         ("ood", [{"dataset": "imagenet"}]), ("batch_size", 1), ("diagnostics", "all")):
         with pytest.raises(ParameterError, match=name):
-            norms_config(**{name: value})
+            study4_config(**{name: value})
     with pytest.raises(ParameterError, match="loss"):  # SimSiam's network needs a loss taking predictions
-        norms_config("simsiam", loss="decoupled")
+        study4_config("simsiam", loss="decoupled")
     with pytest.raises(ParameterError, match="projector_hidden"):  # SimSiam's projector is projector_dim wide
-        norms_config("simsiam", projector_hidden=64)
+        study4_config("simsiam", projector_hidden=64)
     with pytest.raises(ParameterError, match="diagnostics"):  # InfoNCE's diagnostics need negatives
-        norms_config("simsiam", diagnostics="nce")
+        study4_config("simsiam", diagnostics="nce")
     with pytest.raises(ParameterError, match="ood"):  # unseen sets are scored by the norm diagnostics
         SSLConfig(ood=[{"dataset": "digits"}])
 
 
 def test_simclr_net_is_the_authors_plain_projector_in_study_4():
     # [code]: SimCLR's projector Linear(d, 128)-ReLU-Linear(128, 128), no BatchNorm
-    model = build_model(norms_config(width_multiplier=1 / 16), 3)
+    model = build_model(study4_config(width_multiplier=1 / 16), 3)
     assert isinstance(model, SimCLRNet)
     assert not any(isinstance(m, torch.nn.BatchNorm1d) for m in model.projector.modules())
     assert model.projector.net[0].out_features == 128

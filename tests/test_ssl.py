@@ -454,13 +454,13 @@ TINY = dict(dataset="shapes", dataset_options={"num_classes": 4, "difficulty": 0
             threads=1)
 
 
-def train_simclr(**fields) -> dict:
+def simclr_run(**fields) -> dict:
     return train_ssl(SSLConfig(**fields))
 
 
 @pytest.mark.parametrize("loss", ["infonce", "flatnce"])
-def test_train_simclr_runs_a_tiny_config_with_finite_metrics(loss):
-    m = train_simclr(loss=loss, **TINY)
+def test_train_ssl_runs_a_tiny_simclr_config_with_finite_metrics(loss):
+    m = simclr_run(loss=loss, **TINY)
     assert m["status"] == "ok" and m["epochs_completed"] == 2 and m["steps"] == 2 * (96 // 32)
     assert 0 <= m["knn_top1"] <= 1 and 0 <= m["probe_top1"] <= 1
     assert m["info_nce_ceiling"] == pytest.approx(math.log(2 * 32 - 1))
@@ -472,14 +472,14 @@ def test_train_simclr_runs_a_tiny_config_with_finite_metrics(loss):
     assert m["train_s"] > 0 and m["eval_s"] > 0 and m["feature_dim"] == 64
 
 
-def test_train_simclr_is_deterministic_per_seed():
-    a, b, c = (train_simclr(seed=s, **{**TINY, "epochs": 1, "warmup_epochs": 0}) for s in (5, 5, 6))
+def test_train_ssl_is_deterministic_per_seed():
+    a, b, c = (simclr_run(seed=s, **{**TINY, "epochs": 1, "warmup_epochs": 0}) for s in (5, 5, 6))
     assert a["curves"] == b["curves"] and a["knn_top1"] == b["knn_top1"]
     assert a["curves"]["info_nce"] != c["curves"]["info_nce"]
 
 
-def test_train_simclr_records_divergence():
-    m = train_simclr(**{**TINY, "optimizer": "sgd", "lr": 1e30})
+def test_train_ssl_records_divergence():
+    m = simclr_run(**{**TINY, "optimizer": "sgd", "lr": 1e30})
     assert m["status"] == "diverged" and math.isnan(m["knn_top1"])
 
 
@@ -496,7 +496,7 @@ def test_unknown_parameter_and_a_batch_larger_than_the_data_are_rejected():
     with pytest.raises(ParameterError, match="momentumm"):
         SSLConfig.from_dict({"momentumm": 0.9})
     with pytest.raises(ParameterError, match="batch_size"):
-        train_simclr(**{**TINY, "batch_size": 200})
+        simclr_run(**{**TINY, "batch_size": 200})
 
 
 # --------------------------------------------------------------------------------- speed
