@@ -28,12 +28,13 @@ import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from lib.augment import augment
+from lib.augment import augment, simclr_views
 from lib.cff import CHUNK_TOKENS, CFFConfig, cff_probe, cff_step, new_model, train_cff
 from lib.data import DatasetNotFoundError, get_dataset, load_dataset
 from lib.losses import margin_schedule
 from lib.results import ResultsStore
-from lib.ssl import simclr_step_rate
+from lib.optim import scaled_lr
+from lib.ssl import SSLConfig, build_model, build_optimizer, keep_freed_memory, make_step
 from lib.studies import margin_factorial
 from lib.sweep import run_sweep
 
@@ -197,14 +198,56 @@ def parallel_seed_scaling(seeds: int, epochs: int, tmp: Path) -> dict:
 SIMCLR_WIDTHS = (1.0, 0.5, 0.25)
 
 
+def simclr_step_rate(batch: int = 256, width_multiplier: float = 1.0, *, repeat: int = 3, channels_last: bool = True,
+                     keep_memory: bool = True, loss: str = "infonce", optimizer: str = "lars",
+                     x_uint8: torch.Tensor | None = None) -> dict:
+    """Images/s and model FLOPs per image of one full SimCLR training step on the CPU.
+
+    The step is :func:`lib.ssl.train_ssl`'s (``make_step`` of an ``SSLConfig`` with SimCLR's
+    defaults): two augmented views of ``batch`` images (from ``x_uint8``, uint8 [>= batch, 3, 32, 32];
+    procedural 32x32 images if None), forward and backward through ResNet-18 and projector as one
+    batch of 2 x ``batch``, the loss, and the optimizer's update. FLOPs are counted by
+    ``torch.utils.flop_counter`` over one step (convolutions and matrix products, forward and
+    backward). ``keep_memory`` calls :func:`lib.ssl.keep_freed_memory` first, as training does
+    (process-wide: whatever runs later in the process keeps it). Returns ``batch``,
+    ``width_multiplier``, ``images_per_s``, ``gflop_per_image``, ``gflops`` (achieved rate) and
+    ``data_share`` (the augmentation's share of the step time).
+    """
+    if keep_memory:
+        keep_freed_memory()
+    if x_uint8 is None:
+        x_uint8 = load_dataset("shapes", image_size=32, n_train=max(batch, 10), n_test=10).x_train
+    x = x_uint8[:batch]
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(0)
+    memory_format = torch.channels_last if channels_last else torch.contiguous_format
+    c = SSLConfig(loss=loss, optimizer=optimizer, width_multiplier=width_multiplier, batch_size=batch)
+    model = build_model(c, x.shape[1]).to(memory_format=memory_format)
+    step = make_step(model, build_optimizer(model, c, scaled_lr(c.lr, batch, c.lr_scaling)), c)
+    mean, std = (0.49, 0.48, 0.45), (0.25, 0.24, 0.26)
+
+    def views():
+        return simclr_views(x, mean=mean, std=std, generator=gen).contiguous(memory_format=memory_format)
+
+    with FlopCounterMode(display=False) as counter:
+        step(views())
+    step_s = timed(lambda: step(views()), repeat=repeat)
+    data_s = timed(views, repeat=max(3, repeat))
+    flops_per_image = counter.get_total_flops() / batch
+    return dict(batch=batch, width_multiplier=width_multiplier, images_per_s=batch / step_s,
+                gflop_per_image=flops_per_image / 1e9, gflops=flops_per_image * batch / step_s / 1e9,
+                data_share=data_s / step_s)
+
+
 def simclr_width_rates(x_uint8: torch.Tensor, *, repeat: int, batch: int = 256) -> list[dict]:
-    """:func:`lib.ssl.simclr_step_rate` (two views, LARS, InfoNCE) at each of :data:`SIMCLR_WIDTHS`,
+    """:func:`simclr_step_rate` (two views, LARS, InfoNCE) at each of :data:`SIMCLR_WIDTHS`,
     each row with its ``speedup`` in images/s over width 1.
 
     Run it last: the step calls :func:`lib.ssl.keep_freed_memory`, which keeps this process's freed
     memory for good, so anything measured after it would run under another allocator policy.
     """
-    rows = [beside_matmul(lambda: simclr_step_rate(batch=batch, width=width, repeat=repeat, x_uint8=x_uint8))
+    rows = [beside_matmul(lambda: simclr_step_rate(batch=batch, width_multiplier=width, repeat=repeat,
+                                                   x_uint8=x_uint8))
             for width in SIMCLR_WIDTHS]
     return [dict(r, speedup=r["images_per_s"] / rows[0]["images_per_s"]) for r in rows]
 
@@ -276,7 +319,8 @@ def main(argv: list[str] | None = None) -> int:
     # Last, on purpose: see simclr_width_rates.
     simclr = simclr_width_rates(ds.x_train, repeat=1 if args.quick else 3)
     for r in simclr:
-        print(f"SimCLR step (ResNet-18 CIFAR stem, width {r['width']:g}, batch {r['batch']}, two views): "
+        print(f"SimCLR step (ResNet-18 CIFAR stem, width {r['width_multiplier']:g}, batch {r['batch']}, "
+              "two views): "
               f"{r['images_per_s']:.1f} images/s, {r['gflop_per_image']:.2f} GFLOP/image, {r['gflops']:.0f} GFLOP/s = "
               f"{r['gflops'] / r['matmul_gflops']:.0%} of the matmul rate beside it ({r['matmul_gflops']:.0f}); "
               f"{r['speedup']:.1f}x the images/s of width 1", flush=True)

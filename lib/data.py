@@ -480,3 +480,51 @@ def _channel_stats(x: torch.Tensor) -> tuple[tuple[float, ...], tuple[float, ...
 
 def _is_int(value) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+# ---------------------------------------------------------- imbalanced subsets (NORMS, study 4)
+
+# The bases of the authors' imbalanced subsets [code]: class i keeps floor(n * base^-i) images.
+PUBLISHED_IMBALANCE_BASE = {10: 1.5, 100: 1.03365}  # CIFAR-10 (5000 -> 130), CIFAR-100 (500 -> 18)
+
+
+def imbalance_base(num_classes: int) -> float:
+    """The base of the imbalance rule for ``num_classes`` classes.
+
+    1.5 for 10 classes and 1.03365 for 100, as the authors [code]; for any other K [ours],
+    1.5^(9 / (K - 1)), which keeps the CIFAR-10 rule's ratio of largest to smallest class,
+    1.5^9 = 38.4, spread evenly over K classes.
+    """
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
+        raise ValueError(f"num_classes={num_classes!r} must be an int >= 2")
+    return PUBLISHED_IMBALANCE_BASE.get(num_classes, 1.5 ** (9 / (num_classes - 1)))
+
+
+def imbalanced_class_sizes(class_sizes: list[int], base: float) -> list[int]:
+    r"""How many images class i keeps: floor(n_i * base^(-i)), i = 0, 1, ... in label order.
+
+    ``class_sizes`` are the n_i the data has (5000 each for CIFAR-10's training set, 1000 for the
+    offline subset). The floor is taken in exact rational arithmetic on the decimal ``base`` as
+    written, so no product that is a whole number in exact arithmetic lands one below it.
+    CIFAR-100: 500 per class with base 1.03365 keeps 14,750 images; CIFAR-10: 5000 with 1.5, 14,736.
+    """
+    from fractions import Fraction
+
+    if isinstance(base, bool) or not isinstance(base, (int, float)) or not (math.isfinite(base) and base >= 1):
+        raise ValueError(f"base={base!r} must be a finite number >= 1")
+    exact = Fraction(repr(float(base)))
+    sizes = []
+    for i, n in enumerate(class_sizes):
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise ValueError(f"class_sizes[{i}]={n!r} must be an int >= 0")
+        sizes.append(math.floor(Fraction(int(n)) / exact ** i))
+    return sizes
+
+
+def imbalanced_indices(labels: torch.Tensor, num_classes: int, base: float) -> torch.Tensor:
+    """Indices (sorted) of the imbalanced subset: the first floor(n_i base^-i) images of class i in
+    dataset order, as the authors' code keeps them [code]; n_i is class i's count in ``labels``."""
+    labels = labels.cpu()
+    members = [torch.nonzero(labels == k).flatten() for k in range(num_classes)]
+    keep = imbalanced_class_sizes([len(m) for m in members], base)
+    return torch.cat([m[:n] for m, n in zip(members, keep)]).sort().values

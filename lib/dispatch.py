@@ -42,10 +42,9 @@ from lib import PROJECT_ROOT, params
 from lib.cff import train_cff
 from lib.config import as_dict
 from lib.data import get_dataset
-from lib.norms import train_norms
 from lib.params import PROFILE_NAMES, ParameterError
 from lib.results import FINISHED_STATUSES, ResultsStore
-from lib.ssl import train_simclr
+from lib.ssl import train_ssl
 from lib.studies import (cross_dataset, difficulty_sweep, embedding_norms, flatnce_batch, margin_factorial,
                          stop_gradient)
 from lib.sweep import RecordRun, run_sweep
@@ -68,8 +67,8 @@ STUDIES = {
     "01": Study("01_margin_factorial", margin_factorial, train_cff),
     "02": Study("02_cross_dataset_reversal", cross_dataset, train_cff, cross_dataset.check_data),
     "03": Study("03_difficulty_sweep", difficulty_sweep, train_cff),
-    "04": Study("04_embedding_norms", embedding_norms, train_norms),
-    "05": Study("05_flatnce_batch_size", flatnce_batch, train_simclr),
+    "04": Study("04_embedding_norms", embedding_norms, train_ssl),
+    "05": Study("05_flatnce_batch_size", flatnce_batch, train_ssl),
     "06": Study("06_stop_gradient_collapse", stop_gradient, stop_gradient.run),
 }
 

@@ -3,13 +3,15 @@
 Conventions: ``z`` holds the 2N stacked view features ``[view1; view2]`` (rows are samples),
 ``labels`` their 2N class labels; features are L2-normalised inside the loss.
 
-The self-supervised pair losses (:func:`info_nce`, :func:`flat_nce`) take the two views apart,
-``z1`` and ``z2`` ([N, dim] each, row i of both from image i).
+The self-supervised losses take the two views apart, ``z1`` and ``z2`` ([N, dim] each, row i of
+both from image i), and :data:`SSL_LOSSES` names them for :func:`lib.ssl.train_ssl`: adding a loss is
+one function here and one entry there.
 """
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -106,13 +108,6 @@ def margin_supcon(
     return per_anchor.mean()
 
 
-class FlatNCE(NamedTuple):
-    """What :func:`flat_nce` returns: the loss to backpropagate and the InfoNCE value beside it."""
-
-    loss: torch.Tensor      # scalar, value exactly 1; its gradient is FlatNCE's
-    info_nce: torch.Tensor  # scalar, detached: InfoNCE on the same batch, for reporting
-
-
 def pair_logits(z1: torch.Tensor, z2: torch.Tensor, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
     r"""Positive and negative logits of the 2N anchors of a two-view batch (SimCLR's pairing).
 
@@ -155,7 +150,7 @@ def info_nce(z1: torch.Tensor, z2: torch.Tensor, temperature: float = 0.1) -> to
     return (torch.logsumexp(torch.cat([positive[:, None], negatives], dim=1), dim=1) - positive).mean()
 
 
-def flat_nce(z1: torch.Tensor, z2: torch.Tensor, temperature: float = 0.1) -> FlatNCE:
+def flat_nce(z1: torch.Tensor, z2: torch.Tensor, temperature: float = 0.1) -> torch.Tensor:
     r"""FlatNCE (FLAT, STUDIES.md study 5) on two views ``z1``, ``z2`` ([N, dim]); see :func:`info_nce`.
 
     Flat logits compare each negative with the anchor's positive, and v_i is their log-sum-exp:
@@ -165,14 +160,13 @@ def flat_nce(z1: torch.Tensor, z2: torch.Tensor, temperature: float = 0.1) -> Fl
 
     The value is exactly 1; the gradient is mean_i grad v_i. Since InfoNCE's l_i = log(1 + e^{v_i})
     (= softplus v_i), grad l_i = (1 - e^{-l_i}) grad v_i: per anchor, FlatNCE's gradient is InfoNCE's
-    divided by 1 - e^{-l_i}, which keeps it from vanishing as l_i -> 0.
-
-    Returns :class:`FlatNCE` ``(loss, info_nce)``: backpropagate ``loss``; ``info_nce`` is the
-    detached mean_i softplus(v_i), InfoNCE on the same batch.
+    divided by 1 - e^{-l_i}, which keeps it from vanishing as l_i -> 0. Its value says nothing of
+    training: InfoNCE on the same batch is :func:`lib.ssl.nce_diagnostics`' ``info_nce``. A non-finite
+    v_i gives a non-finite loss.
     """
     positive, negatives = pair_logits(z1, z2, temperature)
     v = torch.logsumexp(negatives - positive[:, None], dim=1)
-    return FlatNCE(loss=torch.exp(v - v.detach()).mean(), info_nce=F.softplus(v.detach()).mean())
+    return torch.exp(v - v.detach()).mean()
 
 
 def decoupled_cross_view_nce(z1: torch.Tensor, z2: torch.Tensor, temperature: float = 0.5) -> torch.Tensor:
@@ -221,3 +215,27 @@ def simsiam_loss(p1: torch.Tensor, p2: torch.Tensor, z1: torch.Tensor, z2: torch
     writes it as an "attractive" term with temperature 1, the same thing [code].
     """
     return (negative_cosine(p1, z2) + negative_cosine(p2, z1)) / 2
+
+
+@dataclass(frozen=True)
+class SSLLoss:
+    """A self-supervised loss as the trainer calls it, and what the trainer needs to know of it.
+
+    ``fn(z1, z2, temperature)`` on the two views' projections, or, with ``predictions``,
+    ``fn(p1, p2, z1, z2)`` on the predictor outputs and projections of SimSiam's network;
+    ``negatives``: it contrasts each pair with the batch's other samples (InfoNCE's per-step
+    diagnostics, :func:`lib.ssl.nce_diagnostics`, apply). Returns the scalar to backpropagate.
+    """
+
+    fn: Callable[..., torch.Tensor]
+    predictions: bool = False
+    negatives: bool = True
+
+
+# The losses of studies 4 and 5 by name (SSLConfig.loss).
+SSL_LOSSES: dict[str, SSLLoss] = {
+    "infonce": SSLLoss(info_nce),                     # SimCLR's NT-Xent
+    "flatnce": SSLLoss(flat_nce),                     # FLAT (study 5)
+    "decoupled": SSLLoss(decoupled_cross_view_nce),   # the NORMS authors' SimCLR loss [code] (study 4)
+    "simsiam": SSLLoss(simsiam_loss, predictions=True, negatives=False),
+}

@@ -22,7 +22,10 @@ from lib.rerun import load_train_function, rerun_command, train_function_name
 from lib.results import ResultsStore
 
 # Training functions renamed or moved since records were written: old name -> today's.
-RENAMED: dict[str, str] = {}
+RENAMED: dict[str, str] = {
+    "lib.ssl.train_simclr": "lib.ssl.train_ssl",
+    "lib.norms.train_norms": "lib.ssl.train_ssl",
+}
 
 
 def _data_root(rerun: str | None) -> str | None:

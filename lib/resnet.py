@@ -1,7 +1,7 @@
-"""ResNet-18 with the CIFAR stem and the SimCLR projector (STUDIES.md, studies 4 and 5).
+"""ResNet-18 with the CIFAR stem, SimCLR's network and SimSiam's (STUDIES.md, studies 4 and 5).
 
 The CIFAR stem replaces ImageNet's 7x7 stride-2 convolution and max-pool by one 3x3 stride-1
-convolution, so a 32x32 image reaches the last stage at 4x4 instead of 1x1. ``width`` multiplies
+convolution, so a 32x32 image reaches the last stage at 4x4 instead of 1x1. ``width_multiplier`` multiplies
 every channel count (64, 128, 256, 512 at width 1): width 0.25 is a 16x cheaper network for CPU
 runs, with 128-dimensional features instead of 512.
 """
@@ -40,25 +40,27 @@ class BasicBlock(nn.Module):
 RESNET_WIDTHS = (1 / 128, 16.0)
 
 
-def first_stage_channels(width: float) -> int:
-    """c = round(64 * width), at least 1 (1/128 gives 0.5, which round() takes to 0)."""
-    return max(1, round(64 * width))
+def first_stage_channels(width_multiplier: float) -> int:
+    """c = round(64 * width_multiplier), at least 1 (1/128 gives 0.5, which round() takes to 0)."""
+    return max(1, round(64 * width_multiplier))
 
 
 class ResNet18(nn.Module):
     """ResNet-18 backbone with the CIFAR stem; ``forward`` returns the pooled features.
 
     Layout: conv3x3(C -> c, stride 1)-BN-ReLU, then four stages of two basic blocks with
-    c, 2c, 4c, 8c channels and strides 1, 2, 2, 2, global average pooling; c = :func:`first_stage_channels` (width).
-    The output has ``feature_dim`` = 8c features (512 * width). Initialisation as torchvision's
+    c, 2c, 4c, 8c channels and strides 1, 2, 2, 2, global average pooling;
+    c = :func:`first_stage_channels` (width_multiplier). The output has ``feature_dim`` = 8c features
+    (512 * width_multiplier). Initialisation as torchvision's
     ResNet: Kaiming-normal (fan-out) convolutions, BatchNorm weight 1 and bias 0.
     """
 
-    def __init__(self, channels: int = 3, width: float = 1.0):
+    def __init__(self, channels: int = 3, width_multiplier: float = 1.0):
         super().__init__()
-        if not RESNET_WIDTHS[0] <= width <= RESNET_WIDTHS[1]:
-            raise ValueError(f"width={width} must be in [1/128, 16]: at least one channel in the first stage")
-        base = first_stage_channels(width)
+        if not RESNET_WIDTHS[0] <= width_multiplier <= RESNET_WIDTHS[1]:
+            raise ValueError(f"width_multiplier={width_multiplier} must be in [1/128, 16]: at least one channel "
+                             "in the first stage")
+        base = first_stage_channels(width_multiplier)
         self.stem = nn.Sequential(nn.Conv2d(channels, base, 3, padding=1, bias=False), nn.BatchNorm2d(base),
                                   nn.ReLU(inplace=True))
         stages, in_channels = [], base
@@ -106,10 +108,10 @@ class SimCLRNet(nn.Module):
     """Backbone plus projector: ``forward`` gives the raw projections z (not normalised), and
     ``features`` the backbone features h that kNN and the linear probe use."""
 
-    def __init__(self, channels: int = 3, width: float = 1.0, *, hidden_dim: int | None = None,
+    def __init__(self, channels: int = 3, width_multiplier: float = 1.0, *, hidden_dim: int | None = None,
                  out_dim: int = 128, projector_bn: bool = True):
         super().__init__()
-        self.backbone = ResNet18(channels, width)
+        self.backbone = ResNet18(channels, width_multiplier)
         self.feature_dim = self.backbone.feature_dim
         self.projector = Projector(self.feature_dim, hidden_dim or self.feature_dim, out_dim, batch_norm=projector_bn)
 
@@ -118,3 +120,39 @@ class SimCLRNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.projector(self.backbone(x))
+
+
+class SimSiamNet(nn.Module):
+    """SimSiam's network (Chen & He 2021) as the NORMS authors build it [code].
+
+    - backbone: :class:`ResNet18` (CIFAR stem), d = 512 * ``width_multiplier`` features;
+    - projector: Linear(d, D)-BN-ReLU-Linear(D, D)-BN-ReLU-Linear(D, D)-BN, D = ``dim`` (2048 in the paper);
+    - predictor: Linear(D, D/4)-BN-ReLU-Linear(D/4, D), the bottleneck 2048 -> 512 -> 2048.
+
+    ``forward`` returns ``(z, p)``, the projection and the prediction, neither normalised.
+    Linear layers followed by BatchNorm have no bias (the BN shift replaces it) [ours].
+    """
+
+    def __init__(self, channels: int = 3, width_multiplier: float = 1.0, *, dim: int = 2048,
+                 predictor_hidden: int | None = None):
+        super().__init__()
+        for name, value in (("dim", dim), ("predictor_hidden", predictor_hidden or max(1, dim // 4))):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}={value!r} must be a positive int")
+        hidden = predictor_hidden or max(1, dim // 4)
+        self.backbone = ResNet18(channels, width_multiplier)
+        self.feature_dim = self.backbone.feature_dim
+        self.projector = nn.Sequential(
+            nn.Linear(self.feature_dim, dim, bias=False), nn.BatchNorm1d(dim), nn.ReLU(inplace=True),
+            nn.Linear(dim, dim, bias=False), nn.BatchNorm1d(dim), nn.ReLU(inplace=True),
+            nn.Linear(dim, dim, bias=False), nn.BatchNorm1d(dim))
+        self.predictor = nn.Sequential(nn.Linear(dim, hidden, bias=False), nn.BatchNorm1d(hidden),
+                                       nn.ReLU(inplace=True),
+                                       nn.Linear(hidden, dim))
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        return self.backbone(x)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        z = self.projector(self.backbone(x))
+        return z, self.predictor(z)

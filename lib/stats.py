@@ -591,3 +591,46 @@ def summarize_arms(df: pd.DataFrame, value: str, by) -> pd.DataFrame:
         raise ValueError(f"value={value!r} must be a numeric column")
     g = df.groupby(keys if len(keys) > 1 else keys[0], observed=True, sort=True)[value]
     return g.agg(n="count", mean="mean", std="std", var="var", min="min", max="max")
+
+
+# ------------------------------------------------- rank statistics of study 4 (embedding norms)
+# Unlike the functions above, these take paired or pooled samples as they come (no NaN dropping).
+
+__all__ += ["rank_correlation", "auroc", "auroc_test", "loglog_slope"]
+
+
+def rank_correlation(x, y) -> tuple[float, float]:
+    """Spearman's rho of x and y (``scipy.stats.spearmanr``) and its two-sided p-value; NaN when
+    either is constant."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return math.nan, math.nan
+    result = _st.spearmanr(x, y)
+    return float(result.statistic), float(result.pvalue)
+
+
+def auroc(in_scores, out_scores) -> float:
+    r"""Area under the ROC curve of a score that should be larger for in-distribution samples.
+
+        AUROC = P(s_in > s_out) + P(s_in = s_out) / 2 = U_in / (n_in n_out),
+        U_in  = R_in - n_in (n_in + 1) / 2      (R_in: sum of the in-samples' mid-ranks in the pooled scores)
+
+    0.5 is chance; 1 means every in-distribution score exceeds every out-of-distribution one.
+    """
+    a, b = np.asarray(in_scores, dtype=float).ravel(), np.asarray(out_scores, dtype=float).ravel()
+    if len(a) == 0 or len(b) == 0 or not (np.isfinite(a).all() and np.isfinite(b).all()):
+        raise ValueError("in_scores and out_scores must be non-empty and finite")
+    ranks = _st.rankdata(np.concatenate([a, b]))
+    u_in = ranks[:len(a)].sum() - len(a) * (len(a) + 1) / 2
+    return float(u_in / (len(a) * len(b)))
+
+
+def auroc_test(in_scores, out_scores) -> tuple[float, float]:
+    """:func:`auroc` and the two-sided Mann-Whitney p-value of AUROC = 0.5 (the same U statistic)."""
+    return auroc(in_scores, out_scores), float(_st.mannwhitneyu(in_scores, out_scores, alternative="two-sided").pvalue)
+
+
+def loglog_slope(x, y) -> tuple[float, float]:
+    """Least-squares slope of log y on log x and its standard error (the exponent of y ~ x^slope)."""
+    result = _st.linregress(np.log(np.asarray(x, dtype=float)), np.log(np.asarray(y, dtype=float)))
+    return float(result.slope), float(result.stderr)

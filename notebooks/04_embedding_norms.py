@@ -45,8 +45,8 @@
 #
 # Evidence tags: **[paper]** the paper's abstract, **[code]** the authors' public code
 # (Andrew-Draganov/SSLEmbeddingNorms), **[summary]** secondary summaries (approximate), **[ours]** our
-# decision. Specification: `STUDIES.md` (study 4); library: `lib/norms.py`,
-# `lib/studies/embedding_norms.py`, `lib/ssl.py` (the shared training loop and evaluation).
+# decision. Specification: `STUDIES.md` (study 4); library: `lib/ssl.py` (config and training),
+# `lib/evaluation.py`, `lib/interventions.py`, `lib/simulations.py`, `lib/studies/embedding_norms.py`.
 #
 # Decisions [ours]: SGD with momentum 0.9 at the SimCLR (0.3) and SimSiam (0.05) papers' base rates ×
 # batch/256 (the authors' schedule multiplies the base rate by itself); both views go through the
@@ -84,16 +84,16 @@ methods: list = ["simclr", "simsiam"]  # simclr | simsiam
 interventions: Optional[list] = None  # on balanced data: default | weight_decay | cut_init | grad_scale | cut_init+grad_scale
 imbalanced_interventions: Optional[list] = None  # on the imbalanced subset (the same names; [] for none)
 imbalance_base: Optional[float] = None  # class i keeps floor(n_i base^-i); None: 1.5 for 10 classes, 1.03365 for 100 [code]
-simclr_loss: str = "decoupled"  # decoupled (the authors' cross-view form) [code] | standard (SimCLR's NT-Xent)
+simclr_loss: Optional[str] = None  # SimCLR runs' loss: decoupled (the authors' cross-view form, None) [code] | infonce (SimCLR's NT-Xent) | flatnce
 simclr_weight_decays: Optional[list] = None  # the weight_decay intervention's values (default 1e-6; paper sweep 0, 1e-8, 1e-4)
 simsiam_weight_decays: Optional[list] = None  # the same for SimSiam (default 5e-4; paper sweep 0, 5e-6, 5e-2)
-simclr_lr: float = 0.3  # SimCLR base learning rate, times batch/256 [ours]
-simsiam_lr: float = 0.05  # SimSiam base learning rate, times batch/256 [ours]
-cut_simclr: float = 3.0  # cut-initialisation divisor for SimCLR (contrastive) [code]
-cut_simsiam: float = 9.0  # cut-initialisation divisor for SimSiam (non-contrastive) [code]
-grad_scale_power: float = 1.0  # GradScale power p [code]
+simclr_lr: Optional[float] = None  # SimCLR base learning rate, times batch/256 (None: 0.3) [ours]
+simsiam_lr: Optional[float] = None  # SimSiam base learning rate, times batch/256 (None: 0.05) [ours]
+cut_simclr: Optional[float] = None  # cut-initialisation divisor for SimCLR, contrastive (None: 3) [code]
+cut_simsiam: Optional[float] = None  # cut-initialisation divisor for SimSiam, non-contrastive (None: 9) [code]
+grad_scale_power: Optional[float] = None  # GradScale power p of the grad_scale runs (None: 1) [code]
 seeds: Optional[int] = None  # seeds per run
-width: Optional[float] = None  # ResNet-18 width multiplier (paper: 1, 512 features)
+width_multiplier: Optional[float] = None  # ResNet-18 channel multiplier (paper: 1, 512 features)
 simsiam_dim: Optional[int] = None  # SimSiam projector width D; predictor D -> D/4 -> D (paper: 2048)
 epochs: Optional[int] = None  # training epochs (paper: 512)
 batch_size: Optional[int] = None  # images per batch, two views each (paper: 256)
@@ -115,8 +115,9 @@ import seaborn as sns
 from IPython.display import Markdown, display
 
 from lib import PROJECT_ROOT
-from lib.cff import get_dataset
-from lib.norms import latent_class_simulation, ood_label, sphere_convergence, train_norms
+from lib.data import get_dataset
+from lib.evaluation import ood_label
+from lib.simulations import latent_class_simulation, sphere_convergence
 from lib.results import ResultsStore
 from lib.studies import embedding_norms as study
 from lib.sweep import run_sweep
@@ -125,8 +126,8 @@ settings = study.resolve(dict(globals()))  # checks every parameter before any c
 configs = study.plan(settings)
 store = ResultsStore(PROJECT_ROOT / results_dir, study.STUDY, settings["profile"])
 # Every dataset is loaded once here, so that missing data fails before any run.
-datasets = {(c["dataset"], str(c["dataset_options"])): get_dataset(c, data_root) for c in configs}
-unseen = {ood_label(spec): get_dataset(spec, data_root) for spec in settings["ood"]}
+datasets = {(c.dataset, str(c.dataset_options)): get_dataset(c.dataset, c.dataset_options, data_root) for c in configs}
+unseen = {ood_label(spec): get_dataset(spec["dataset"], spec["dataset_options"], data_root) for spec in settings["ood"]}
 ood_labels = list(unseen)
 stand_in = None if settings["dataset"] in ("cifar10", "cifar100") else settings["dataset"]
 sns.set_theme(style="whitegrid", context="notebook")
@@ -156,7 +157,7 @@ pd.set_option("display.max_colwidth", None)  # verdicts are sentences: never cut
 t_notebook = time.perf_counter()
 display(Markdown(
     f"**Profile** `{settings['profile']}`: {len(configs)} image runs ({', '.join(settings['methods'])}; "
-    f"{settings['seeds']} seed(s); width {settings['width']}, {settings['epochs']} epochs, batch {settings['batch_size']}; "
+    f"{settings['seeds']} seed(s); width {settings['width_multiplier']}, {settings['epochs']} epochs, batch {settings['batch_size']}; "
     f"SimCLR loss `{settings['simclr_loss']}`) on `{settings['dataset']}` {settings['dataset_options'] or ''}"
     + (" — **a stand-in for CIFAR**" if stand_in else "") + ".\n\n"
     + "\n".join(f"- `{name}`: {ds.source}" for (name, _), ds in datasets.items())
@@ -250,7 +251,7 @@ plt.show()
 # `python -m lib.dispatch 04 --profile <profile>` (`--backend slurm`, see the README): this cell then only collects.
 
 # %%
-records = run_sweep(store, configs, train_norms, data_root=data_root, **study.sweep_options(settings))
+records = run_sweep(store, configs, study.TRAIN, data_root=data_root, **study.sweep_options(settings))
 table_path = store.write_table()
 runs = study.runs_frame(records)
 failed = runs[runs.status != "ok"]

@@ -58,11 +58,11 @@ losses: list = ["infonce", "flatnce"]  # contrastive losses compared [paper]
 seeds: Optional[int] = None  # seeds per batch size and loss
 epochs: Optional[int] = None  # training epochs at every batch size (FLAT's code: 100)
 warmup_epochs: Optional[float] = None  # linear warm-up epochs, then cosine to 0 (FLAT's code: 10)
-width: Optional[float] = None  # ResNet-18 channel multiplier: 512 * width features (paper: 1)
+width_multiplier: Optional[float] = None  # ResNet-18 channel multiplier: 512 * width_multiplier features (paper: 1)
 optimizer: Optional[str] = None  # lars | sgd | adam (FLAT's code: lars)
 lr: Optional[float] = None  # base learning rate, scaled by lr_scaling (FLAT's code: 0.3)
 lr_scaling: Optional[str] = None  # linear: lr * B / 256 (FLAT) | sqrt: lr * sqrt(B) | none: lr
-temperature: float = 0.1  # softmax temperature of both losses [code]
+temperature: Optional[float] = None  # softmax temperature of both losses (None: SSLConfig's 0.1) [code]
 train_subset: Optional[int] = None  # use this many training images (0: all)
 workers: Optional[int] = None  # runs in parallel processes; the cores are divided among them
 device: str = "auto"  # auto | cpu | cuda: on a GPU the runs go one at a time
@@ -77,16 +77,15 @@ import seaborn as sns
 from IPython.display import Markdown, display
 
 from lib import PROJECT_ROOT
-from lib.cff import get_dataset
+from lib.data import get_dataset
 from lib.results import ResultsStore
-from lib.ssl import train_simclr
 from lib.studies import flatnce_batch as study
 from lib.sweep import run_sweep
 
 settings = study.resolve(dict(globals()))  # checks every parameter before any compute
 configs = study.plan(settings)
 store = ResultsStore(PROJECT_ROOT / results_dir, study.STUDY, settings["profile"])
-ds = get_dataset(configs[0], data_root)  # fails here, before any run, if the data is missing
+ds = get_dataset(configs[0].dataset, configs[0].dataset_options, data_root)  # fails here, before any run, if the data is missing
 train_images = study.check_batch_sizes(settings, len(ds.y_train))  # a batch larger than the data fails here
 sns.set_theme(style="whitegrid", context="notebook")
 pd.set_option("display.precision", 3)
@@ -95,7 +94,7 @@ paper = study.PROFILES["paper"]
 scale = pd.DataFrame([
     ("data", (f"{settings['dataset']} {settings['dataset_options'] or ''}: {train_images} training, "
               f"{len(ds.y_test)} test images"), "CIFAR-10: 50,000 training, 10,000 test images"),
-    ("backbone", f"ResNet-18, width {settings['width']:g} ({round(64 * settings['width']) * 8} features)",
+    ("backbone", f"ResNet-18, width {settings['width_multiplier']:g} ({round(64 * settings['width_multiplier']) * 8} features)",
      "ResNet-18, width 1 (512 features)"),
     ("batch sizes", ", ".join(map(str, settings["batch_sizes"])), f"{paper['batch_sizes'][0]} ... {paper['batch_sizes'][-1]}"),
     ("epochs (warm-up)", f"{settings['epochs']} ({settings['warmup_epochs']:g})",
@@ -111,7 +110,7 @@ display(scale)
 if settings["profile"] != "paper":
     display(Markdown(
         f"**Scale**: this is the `{settings['profile']}` profile, far below the paper's: "
-        f"{settings['epochs']} epochs instead of 100, a {settings['width']:g}-width network, "
+        f"{settings['epochs']} epochs instead of 100, a {settings['width_multiplier']:g}-width network, "
         + ("procedural `shapes` images as a stand-in for CIFAR-10" if settings["dataset"] != "cifar10"
            else f"{train_images} CIFAR-10 images instead of 50,000")
         + ". It shows the mechanism and the direction of effects at this scale, not the paper's accuracies; "
@@ -123,7 +122,7 @@ if settings["profile"] != "paper":
 # `python -m lib.dispatch 05 --profile <profile>` (`--backend slurm`, see the README): this cell then only collects.
 
 # %%
-records = run_sweep(store, configs, train_simclr, data_root=data_root, **study.sweep_options(settings))
+records = run_sweep(store, configs, study.TRAIN, data_root=data_root, **study.sweep_options(settings))
 table_path = store.write_table()
 runs = study.runs_frame(records)
 curves = study.curves_frame(records)

@@ -61,7 +61,7 @@ MUTATIONS = (
              ("tests/test_analyses_cff.py",)),
     # 2. study 5's gradient identity, through the library's FlatNCE
     Mutation("flatnce_gradient_negated", "lib.losses.flat_nce's gradient negated", "lib/losses.py",
-             (("return FlatNCE(loss=torch.exp(v - v.detach()).mean(),", "return FlatNCE(loss=(2 - torch.exp(v - v.detach())).mean(),"),),
+             (("return torch.exp(v - v.detach()).mean()", "return (2 - torch.exp(v - v.detach())).mean()"),),
              ("tests/test_flatnce_study.py",)),
     Mutation("flatnce_diff_sign", "study 5's difference is InfoNCE - FlatNCE", "lib/studies/flatnce_batch.py",
              (('row[f"{short}_diff"] = a.mean() - c.mean()', 'row[f"{short}_diff"] = c.mean() - a.mean()'),),
@@ -80,7 +80,7 @@ MUTATIONS = (
              "lib/studies/embedding_norms.py",
              (("_direction_verdict(auc - 0.5, p_auc", "_direction_verdict(0.5 - auc, p_auc"),),
              ("tests/test_analyses_ssl.py",)),
-    Mutation("norms_auroc_swapped", "lib.norms.auroc scores out-of-distribution samples as in", "lib/norms.py",
+    Mutation("norms_auroc_swapped", "lib.stats.auroc scores out-of-distribution samples as in", "lib/stats.py",
              (("a, b = np.asarray(in_scores, dtype=float).ravel(), np.asarray(out_scores, dtype=float).ravel()",
                "b, a = np.asarray(in_scores, dtype=float).ravel(), np.asarray(out_scores, dtype=float).ravel()"),),
              ("tests/test_analyses_ssl.py",)),

@@ -367,13 +367,13 @@ def embedding_norms(smoke: dict, defaults: dict) -> dict:
         "imbalanced_interventions": Choices(INTERVENTIONS, allow_empty=bool(smoke["interventions"]), optional=True,
                                             partners=("interventions",)),
         "imbalance_base": Number(1.0, low_open=True, optional=True),  # class i keeps floor(n_i base^-i)
-        "simclr_loss": Choice(("decoupled", "standard")),
-        "simclr_lr": Number(0.0, low_open=True), "simsiam_lr": Number(0.0, low_open=True),
-        "cut_simclr": Number(0.0, low_open=True), "cut_simsiam": Number(0.0, low_open=True),
-        "grad_scale_power": Number(-4.0, 4.0),
+        "simclr_loss": Choice(("decoupled", "infonce", "flatnce"), optional=True),  # contrastive, on projections
+        "simclr_lr": Number(0.0, low_open=True, optional=True), "simsiam_lr": Number(0.0, low_open=True, optional=True),
+        "cut_simclr": Number(0.0, low_open=True, optional=True), "cut_simsiam": Number(0.0, low_open=True, optional=True),
+        "grad_scale_power": Number(-4.0, 4.0, optional=True),
         "seeds": seed_count(1, optional=True),
         # at least 1/128 (the first ResNet stage keeps a channel), at most 16 (8,192 features)
-        "width": Number(1 / 128, 16.0, optional=True),
+        "width_multiplier": Number(1 / 128, 16.0, optional=True),
         "simsiam_dim": Integer(1, optional=True),
         "epochs": Integer(max(1, math.ceil(smoke["warmup_epochs"])), optional=True, partners=("warmup_epochs",)),
         "batch_size": Integer(2, optional=True),  # a batch needs negatives and BatchNorm statistics
@@ -392,11 +392,11 @@ def flatnce_batch(smoke: dict, defaults: dict) -> dict:
         "epochs": Integer(max(1, math.ceil(smoke["warmup_epochs"])), optional=True, partners=("warmup_epochs",)),
         "warmup_epochs": Number(0.0, smoke["epochs"], optional=True, partners=("epochs",)),
         # at least 1/128 (the first ResNet stage keeps a channel), at most 16 (8,192 features)
-        "width": Number(1 / 128, 16.0, optional=True),
+        "width_multiplier": Number(1 / 128, 16.0, optional=True),
         "optimizer": Choice(("lars", "sgd", "adam"), optional=True),
         "lr": Number(0.0, low_open=True, optional=True),
         "lr_scaling": Choice(("linear", "sqrt", "none"), optional=True),
-        "temperature": Number(0.0, low_open=True),
+        "temperature": Number(0.0, low_open=True, optional=True),
         "train_subset": Integer(0, optional=True), "workers": Integer(1, optional=True),
         "device": Choice(DEVICES), "force": Flag(),
     }

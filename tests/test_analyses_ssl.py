@@ -15,7 +15,7 @@ import pytest
 from scipy import stats as st
 from sklearn.metrics import roc_auc_score
 
-from lib.norms import auroc, auroc_test, loglog_slope, rank_correlation
+from lib.stats import auroc, auroc_test, loglog_slope, rank_correlation
 from lib.studies import embedding_norms as norms_study
 from lib.studies import flatnce_batch as flat_study
 
@@ -245,7 +245,7 @@ def test_flatnce_table_reports_the_crossed_design_in_both_metrics():
 
 
 def sphere_result(radii, steps, growth=0.1, history_length=5) -> dict:
-    """What ``lib.norms.sphere_convergence`` returns, planted: every mean norm grows by ``growth`` a step."""
+    """What ``lib.simulations.sphere_convergence`` returns, planted: every mean norm grows by ``growth`` a step."""
     return {"radii": list(radii), "steps": np.asarray(steps),
             "mean_norm": [rho + growth * np.arange(history_length) for rho in radii],
             "min_norm_change": [0.0] * len(radii), "max_cos_grad": [1e-16] * len(radii)}
@@ -299,7 +299,7 @@ def test_fit_needs_three_converged_radii():
 
 
 def latent_results(end_norms_per_seed, start_norms=None, weights=(1, 2, 4, 8)) -> list[dict]:
-    """What ``lib.norms.latent_class_simulation`` returns per seed, planted: the class-norm history
+    """What ``lib.simulations.latent_class_simulation`` returns per seed, planted: the class-norm history
     is [start, end]; the start is 1 for every class unless given."""
     out = []
     for i, end in enumerate(end_norms_per_seed):
@@ -395,7 +395,7 @@ def test_ood_table_has_one_row_per_balanced_ok_run_and_unseen_set_with_its_value
 
 
 def test_ood_table_accepts_a_label_with_a_decimal_option():
-    label = "shapes_difficulty0.5"  # lib.norms.ood_label({"dataset": "shapes", "dataset_options": {"difficulty": 0.5}})
+    label = "shapes_difficulty0.5"  # lib.evaluation.ood_label({"dataset": "shapes", "dataset_options": {"difficulty": 0.5}})
     runs = pd.DataFrame([norms_run(**{f"auroc_{label}": 0.7, f"auroc_p_{label}": 0.01, f"norm_mean_{label}": 1.0})])
     assert norms_study.ood_table(runs, [label]).auroc.tolist() == [0.7]
 
@@ -491,7 +491,7 @@ def test_stand_in_wording_marks_image_rows_only():
     assert not plain.verdict.str.contains("measured on").any()
 
 
-# ============================================================ lib.norms: AUROC, slope, rank correlation
+# ============================================================ lib.stats: AUROC, slope, rank correlation
 
 
 def brute_force_auroc(inside, outside) -> float:

@@ -22,14 +22,14 @@ def test_plan_crosses_batch_sizes_losses_and_seeds_into_distinct_runs():
     configs = study.plan(s)
     assert s["batch_sizes"] == [16, 32, 64]
     assert len(configs) == 3 * 2 * 3 == len({config_hash(c) for c in configs})
-    assert {(c["batch_size"], c["loss"], c["seed"]) for c in configs} == {
+    assert {(c.batch_size, c.loss, c.seed) for c in configs} == {
         (b, loss, seed) for b in (16, 32, 64) for loss in ("infonce", "flatnce") for seed in range(3)}
-    assert all(c["temperature"] == 0.1 and c["device"] == "cpu" for c in configs)
+    assert all(c.temperature == 0.1 and c.device == "cpu" for c in configs)
 
 
 def test_parameters_left_as_none_take_the_profile_and_given_ones_win():
-    s = study.resolve({**PARAMETERS, "profile": "cpu", "epochs": None, "width": 0.5})
-    assert s["epochs"] == study.PROFILES["cpu"]["epochs"] and s["width"] == 0.5 and s["dataset"] == "cifar10"
+    s = study.resolve({**PARAMETERS, "profile": "cpu", "epochs": None, "width_multiplier": 0.5})
+    assert s["epochs"] == study.PROFILES["cpu"]["epochs"] and s["width_multiplier"] == 0.5 and s["dataset"] == "cifar10"
 
 
 def test_a_batch_larger_than_the_training_set_fails_naming_batch_sizes():
@@ -55,22 +55,22 @@ def test_gradient_identity_holds_to_rounding_for_any_temperature():
 
 @pytest.mark.parametrize("wrong", ["negated", "infonce", "infonce_value"])
 def test_gradient_identity_fails_when_the_librarys_flatnce_is_wrong(monkeypatch, wrong):
-    """The check runs through lib.losses itself: a FlatNCE whose gradient is negated, or is InfoNCE's
-    (right direction, wrong per-anchor weights), or which reports a wrong InfoNCE value, is caught."""
-    from lib import losses
+    """The check runs through the library itself: a FlatNCE whose gradient is negated, or is InfoNCE's
+    (right direction, wrong per-anchor weights), or runs that report a wrong InfoNCE value, are caught."""
+    from lib import losses, ssl
 
-    right = losses.flat_nce
+    right, right_diagnostics = losses.flat_nce, ssl.nce_diagnostics
 
     def broken(z1, z2, temperature=0.1):
-        out = right(z1, z2, temperature)
         if wrong == "negated":
-            return losses.FlatNCE(loss=2 - out.loss, info_nce=out.info_nce)
-        if wrong == "infonce":
-            info = losses.info_nce(z1, z2, temperature)
-            return losses.FlatNCE(loss=1 + info - info.detach(), info_nce=out.info_nce)
-        return losses.FlatNCE(loss=out.loss, info_nce=1.01 * out.info_nce)
+            return 2 - right(z1, z2, temperature)
+        info = losses.info_nce(z1, z2, temperature)
+        return 1 + info - info.detach()
 
-    monkeypatch.setattr(losses, "flat_nce", broken)
+    if wrong == "infonce_value":
+        monkeypatch.setattr(ssl, "nce_diagnostics", lambda *args: 1.01 * right_diagnostics(*args))
+    else:
+        monkeypatch.setattr(losses, "flat_nce", broken)
     assert study.gradient_identity_error(seed=3) > 1e-3
 
 
@@ -156,9 +156,10 @@ def test_bench_simclr_rows_cover_the_widths_with_speedups_over_width_1():
 
     x = torch.randint(0, 256, (4, 3, 32, 32), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
     rows = simclr_width_rates(x, repeat=1, batch=4)
-    assert [r["width"] for r in rows] == list(SIMCLR_WIDTHS) and rows[0]["speedup"] == 1.0
+    assert [r["width_multiplier"] for r in rows] == list(SIMCLR_WIDTHS) and rows[0]["speedup"] == 1.0
     for r in rows:
         assert r["batch"] == 4 and r["images_per_s"] > 0
         assert r["speedup"] == pytest.approx(r["images_per_s"] / rows[0]["images_per_s"])
         # convolutions dominate and scale as width^2 (the stem and the heads less): FLOPs track it
-        assert 0.7 * r["width"] ** 2 <= r["gflop_per_image"] / rows[0]["gflop_per_image"] <= 1.3 * r["width"] ** 2
+        width = r["width_multiplier"]
+        assert 0.7 * width ** 2 <= r["gflop_per_image"] / rows[0]["gflop_per_image"] <= 1.3 * width ** 2

@@ -14,7 +14,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lib.losses import margin_schedule, margin_supcon, positive_mask
+from lib.losses import SSL_LOSSES, margin_schedule, margin_supcon, positive_mask
 
 MODES = ("clamp", "subtract", "none")
 STABILIZERS = ("detach", "direct")
@@ -534,3 +534,24 @@ def test_margin_schedule_other_lengths():
 def test_margin_schedule_bad_arguments(args, name):
     with pytest.raises(ValueError, match=rf"\b{name}\b"):
         margin_schedule(*args)
+
+
+# ------------------------------------------------------------------- the self-supervised registry
+
+
+@pytest.mark.parametrize("name", sorted(SSL_LOSSES))
+def test_every_registered_ssl_loss_called_as_the_trainer_calls_it_gives_a_scalar_with_gradient(name):
+    """lib.ssl.make_step calls fn(p1, p2, z1, z2) for a loss taking predictions, fn(z1, z2, temperature)
+    otherwise; the scalar must be finite and reach every input that carries gradient."""
+    loss = SSL_LOSSES[name]
+    g = torch.Generator().manual_seed(0)
+    z1, z2, p1, p2 = (torch.randn(6, 4, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(4))
+    inputs = [p1, p2, z1, z2] if loss.predictions else [z1, z2]
+    value = loss.fn(*inputs) if loss.predictions else loss.fn(z1, z2, 0.5)
+    assert value.shape == () and torch.isfinite(value)
+    grads = torch.autograd.grad(value, inputs, allow_unused=True)
+    # SimSiam's targets are detached (stop-gradient): only the predictions learn
+    learning = grads[:2] if loss.predictions else grads
+    assert all(gr is not None and gr.abs().max() > 0 for gr in learning)
+    if loss.predictions:
+        assert all(gr is None for gr in grads[2:])

@@ -1,5 +1,6 @@
-"""Study 4's library (lib.norms, the losses it adds to lib.losses, lib.ssl's shared loop): each test
-checks a property from the paper or a definition, against an independent computation."""
+"""Study 4's library (the interventions, SimSiam's network and loss, imbalanced subsets, norm
+diagnostics, the simulations, and train_ssl with study 4's settings): each test checks a property from
+the paper or a definition, against an independent computation."""
 from __future__ import annotations
 
 import math
@@ -13,19 +14,27 @@ from scipy.stats import mannwhitneyu
 from sklearn.metrics import roc_auc_score
 
 from lib.losses import decoupled_cross_view_nce, info_nce, negative_cosine, simsiam_loss
-from lib.norms import (GradScale, SimSiamNet, auroc, auroc_test, build_model, build_optimizer, class_mean_norms, cut_init,
-                       grad_scale, imbalance_base, imbalanced_class_sizes, imbalanced_indices, knn_correct,
-                       latent_class_simulation, loglog_slope, norm_buckets, norms_config, rank_correlation,
-                       recalibrate_batchnorm, sphere_convergence, train_norms)
+from lib.data import imbalance_base, imbalanced_class_sizes, imbalanced_indices
+from lib.evaluation import class_mean_norms, knn_correct, norm_buckets, recalibrate_batchnorm
+from lib.interventions import GradScale, cut_init, grad_scale
+from lib.optim import warmup_cosine
 from lib.params import ParameterError
-from lib.resnet import SimCLRNet
-from lib.ssl import train_epochs, warmup_cosine
+from lib.resnet import SimCLRNet, SimSiamNet
+from lib.simulations import latent_class_simulation, sphere_convergence
+from lib.ssl import SSLConfig, build_model, build_optimizer, train_epochs, train_ssl
+from lib.stats import auroc, auroc_test, loglog_slope, rank_correlation
+from lib.studies.embedding_norms import AUTHORS_SETTINGS, METHOD_SETTINGS
 
 DT = torch.float64
 
 
 def gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
+
+
+def study4_config(method: str = "simclr", **fields) -> SSLConfig:
+    """A run config with study 4's settings for ``method``, and ``fields``."""
+    return SSLConfig(**{**AUTHORS_SETTINGS, **METHOD_SETTINGS[method], "method": method, **fields})
 
 
 # ------------------------------------------------------------------------------ GradScale
@@ -331,7 +340,7 @@ def test_train_epochs_stops_a_diverged_run():
 
 
 def test_simsiam_optimizer_keeps_the_predictor_at_a_fixed_rate():
-    c = norms_config(method="simsiam", projector_dim=16, width=1 / 16)
+    c = study4_config(method="simsiam", projector_dim=16, width_multiplier=1 / 16)
     model = SimSiamNet(3, 1 / 16, dim=16)
     optimizer = build_optimizer(model, c, lr=0.2)
     fixed = [p for g in optimizer.param_groups if g.get("fixed_lr") for p in g["params"]]
@@ -340,15 +349,15 @@ def test_simsiam_optimizer_keeps_the_predictor_at_a_fixed_rate():
 
 
 TINY = dict(dataset="shapes", dataset_options={"num_classes": 4, "n_train": 128, "n_test": 64, "image_size": 16},
-            width=1 / 16, epochs=2, batch_size=32, warmup_epochs=0.5, probe_steps=20, knn_k=10, threads=1,
+            width_multiplier=1 / 16, epochs=2, batch_size=32, warmup_epochs=0.5, probe_steps=20, knn_k=10, threads=1,
             ood=[{"dataset": "shapes", "dataset_options": {"num_classes": 4, "n_train": 4, "n_test": 64, "image_size": 16,
                                                            "seed": 3}}])
 
 
 @pytest.mark.parametrize("extra", [dict(), dict(method="simsiam", projector_dim=32, cut=9.0, grad_scale_power=1.0),
-                                   dict(simclr_loss="standard", cut=3.0, imbalance_base=1.5)])
-def test_train_norms_runs_every_variant_and_reports_its_diagnostics(extra):
-    m = train_norms(**TINY, **extra)
+                                   dict(loss="infonce", cut=3.0, imbalance_base=1.5)])
+def test_train_ssl_runs_every_study_4_variant_and_reports_its_diagnostics(extra):
+    m = train_ssl(study4_config(**TINY, **extra))
     assert m["status"] == "ok"
     n_images = 128 if not extra.get("imbalance_base") else sum(imbalanced_class_sizes([32] * 4, 1.5))
     assert m["train_images"] == n_images and m["steps"] == 2 * (n_images // 32)
@@ -359,16 +368,26 @@ def test_train_norms_runs_every_variant_and_reports_its_diagnostics(extra):
     assert m["class_counts"] == (imbalanced_class_sizes([32] * 4, 1.5) if extra.get("imbalance_base") else [32] * 4)
 
 
-def test_norms_config_names_the_bad_parameter():
-    for name, value in (("method", "byol"), ("cut", 0.0), ("imbalance_base", 0.5), ("simclr_loss", "ntx"),
-                        ("ood", [{"dataset": "imagenet"}]), ("batch_size", 1)):
+def test_a_bad_study_4_config_names_the_bad_parameter():
+    with pytest.raises(ParameterError, match="method"):
+        SSLConfig(method="byol")
+    for name, value in (("cut", 0.0), ("imbalance_base", 0.5), ("loss", "ntx"),
+                        ("ood", [{"dataset": "imagenet"}]), ("batch_size", 1), ("diagnostics", "all")):
         with pytest.raises(ParameterError, match=name):
-            norms_config(**{name: value})
+            study4_config(**{name: value})
+    with pytest.raises(ParameterError, match="loss"):  # SimSiam's network needs a loss taking predictions
+        study4_config("simsiam", loss="decoupled")
+    with pytest.raises(ParameterError, match="projector_hidden"):  # SimSiam's projector is projector_dim wide
+        study4_config("simsiam", projector_hidden=64)
+    with pytest.raises(ParameterError, match="diagnostics"):  # InfoNCE's diagnostics need negatives
+        study4_config("simsiam", diagnostics="nce")
+    with pytest.raises(ParameterError, match="ood"):  # unseen sets are scored by the norm diagnostics
+        SSLConfig(ood=[{"dataset": "digits"}])
 
 
-def test_simclr_net_is_the_authors_plain_projector_in_train_norms():
+def test_simclr_net_is_the_authors_plain_projector_in_study_4():
     # [code]: SimCLR's projector Linear(d, 128)-ReLU-Linear(128, 128), no BatchNorm
-    model = build_model(norms_config(width=1 / 16), 3)
+    model = build_model(study4_config(width_multiplier=1 / 16), 3)
     assert isinstance(model, SimCLRNet)
     assert not any(isinstance(m, torch.nn.BatchNorm1d) for m in model.projector.modules())
     assert model.projector.net[0].out_features == 128

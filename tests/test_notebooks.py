@@ -184,7 +184,7 @@ def test_notebook_04_smoke_writes_records_and_tables(tmp_path):
                                         ("interventions", ["default", "dropout"]), ("imbalance_base", 0.5),
                                         ("simclr_loss", "ntxent"), ("simclr_weight_decays", [1e-6]),
                                         ("cut_simsiam", 0.0), ("grad_scale_power", "one"), ("epochs", 0),
-                                        ("width", 0.001), ("ood", ["imagenet"]), ("ood", ["digits", "digits"]),
+                                        ("width_multiplier", 0.001), ("ood", ["imagenet"]), ("ood", ["digits", "digits"]),
                                         ("warmup_epochs", 1000.0), ("simsiam_lr", -0.1)])
 def test_notebook_04_bad_parameter_fails_before_any_run_naming_it(name, value):
     with pytest.raises(ParameterError, match=name):
@@ -216,7 +216,7 @@ def test_notebook_05_smoke_writes_records_and_tables(tmp_path):
 @pytest.mark.parametrize("name,value", [("profile", "huge"), ("batch_sizes", [16, 1]), ("batch_sizes", []),
                                         ("batch_sizes", [16, 16]), ("batch_sizes", "16,32"), ("losses", ["infonce", "nce"]),
                                         ("losses", []), ("lr_scaling", "cube"), ("optimizer", "rmsprop"), ("epochs", 0),
-                                        ("seeds", 0), ("width", 0.0), ("dataset", "imagenet"), ("temperature", -0.1),
+                                        ("seeds", 0), ("width_multiplier", 0.0), ("dataset", "imagenet"), ("temperature", -0.1),
                                         ("warmup_epochs", 50.0), ("lr", "fast"), ("device", "gpu"), ("workers", 0)])
 def test_notebook_05_bad_parameter_fails_naming_it(name, value):
     with pytest.raises(ParameterError, match=name):

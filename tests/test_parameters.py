@@ -83,9 +83,9 @@ FIXED_DISAGREEMENTS = [
     # params.number called math.isfinite(value), which raises OverflowError for such an int
     ("01_margin_factorial", "lr", 10 ** 400), ("06_stop_gradient_collapse", "gamma", -10 ** 400),
     # the SSL configs checked round(64 * width) < 1, and round(0.5) is 0: the documented minimum was rejected
-    ("04_embedding_norms", "width", 1 / 128), ("05_flatnce_batch_size", "width", 1 / 128),
+    ("04_embedding_norms", "width_multiplier", 1 / 128), ("05_flatnce_batch_size", "width_multiplier", 1 / 128),
     # the same check: 64 * width overflowed to inf, and round(inf) raises OverflowError
-    ("04_embedding_norms", "width", 1e307), ("05_flatnce_batch_size", "width", 1e307),
+    ("04_embedding_norms", "width_multiplier", 1e307), ("05_flatnce_batch_size", "width_multiplier", 1e307),
     # cff_config did not check it; the model raised ValueError only once the data was loaded
     ("01_margin_factorial", "patch", 3), ("02_cross_dataset_reversal", "patch", 32), ("03_difficulty_sweep", "patch", 5),
 ]

@@ -1,4 +1,4 @@
-"""SimCLR pieces: InfoNCE and FlatNCE, the SimCLR augmentation, ResNet-18, LARS, kNN, the training loop."""
+"""SimCLR pieces: InfoNCE and FlatNCE, the SimCLR augmentation, ResNet-18, LARS, kNN, SSLConfig and train_ssl."""
 from __future__ import annotations
 
 import math
@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 import torchvision
 import torchvision.transforms.v2 as T
 import torchvision.transforms.v2.functional as TF
@@ -18,10 +19,11 @@ from lib.augment import (JITTER_OPS, SimCLRParams, apply_simclr_params, draw_sim
 from lib.data import load_dataset
 from lib.losses import flat_nce, info_nce, pair_logits
 from lib.params import ParameterError
+from lib.bench import simclr_step_rate
+from lib.evaluation import knn_accuracy, knn_predict, linear_probe
+from lib.optim import LARS, make_optimizer, param_groups, scaled_lr, warmup_cosine
 from lib.resnet import Projector, ResNet18, SimCLRNet
-from lib.ssl import (LARS, keep_freed_memory, knn_accuracy, knn_predict, linear_probe, make_optimizer,
-                     nce_diagnostics, param_groups, scaled_lr, simclr_config, simclr_step_rate, train_simclr,
-                     warmup_cosine)
+from lib.ssl import SSLConfig, nce_diagnostics, train_ssl
 
 
 def gen(seed: int) -> torch.Generator:
@@ -98,15 +100,13 @@ def test_pair_logits_rejects_bad_inputs():
 # ------------------------------------------------------------------------------ FlatNCE
 
 
-def test_flat_nce_value_is_one_gradient_is_not_zero_and_it_reports_info_nce():
+def test_flat_nce_value_is_one_and_its_gradient_is_not_zero():
     torch.manual_seed(1)
     z1 = torch.randn(6, 5, dtype=torch.float64, requires_grad=True)
     z2 = torch.randn(6, 5, dtype=torch.float64, requires_grad=True)
-    out = flat_nce(z1, z2, 0.2)
-    assert out.loss.item() == 1.0
-    assert not out.info_nce.requires_grad
-    assert torch.allclose(out.info_nce, info_nce_per_anchor_loops(z1, z2, 0.2).mean())
-    grads = torch.autograd.grad(out.loss, [z1, z2])
+    loss = flat_nce(z1, z2, 0.2)
+    assert loss.item() == 1.0
+    grads = torch.autograd.grad(loss, [z1, z2])
     assert all(g.abs().max() > 1e-3 for g in grads)
 
 
@@ -127,7 +127,7 @@ def test_flat_nce_gradient_is_info_nce_gradient_over_one_minus_exp_minus_info_nc
     # ... and the whole loss: grad FlatNCE = mean_i grad l_i / (1 - e^{-l_i})
     weights = 1 / (1 - torch.exp(-reference.detach()))
     expected = torch.autograd.grad((weights * reference).mean(), [z1, z2], retain_graph=True)
-    got = torch.autograd.grad(flat_nce(z1, z2, tau).loss, [z1, z2])
+    got = torch.autograd.grad(flat_nce(z1, z2, tau), [z1, z2])
     for a, b in zip(got, expected):
         assert torch.allclose(a, b, rtol=1e-9, atol=1e-12)
 
@@ -295,7 +295,7 @@ def test_resnet18_equals_torchvision_resnet18_with_the_cifar_stem():
     reference = torchvision.models.resnet18()
     reference.conv1 = nn.Conv2d(3, 64, 3, padding=1, bias=False)
     reference.maxpool, reference.fc = nn.Identity(), nn.Identity()
-    ours = ResNet18(3, width=1.0)
+    ours = ResNet18(3, width_multiplier=1.0)
     theirs_state, ours_state = reference.state_dict(), ours.state_dict()
     assert [v.shape for v in theirs_state.values()] == [v.shape for v in ours_state.values()]
     ours.load_state_dict(dict(zip(ours_state, theirs_state.values())))  # same layer order
@@ -450,12 +450,17 @@ def test_linear_probe_separates_separable_features():
 # ------------------------------------------------------------------------------ training
 
 TINY = dict(dataset="shapes", dataset_options={"num_classes": 4, "difficulty": 0.1, "n_train": 96, "n_test": 64},
-            width=0.125, projector_dim=16, epochs=2, batch_size=32, warmup_epochs=1, probe_steps=50, threads=1)
+            width_multiplier=0.125, projector_dim=16, epochs=2, batch_size=32, warmup_epochs=1, probe_steps=50,
+            threads=1)
+
+
+def simclr_run(**fields) -> dict:
+    return train_ssl(SSLConfig(**fields))
 
 
 @pytest.mark.parametrize("loss", ["infonce", "flatnce"])
-def test_train_simclr_runs_a_tiny_config_with_finite_metrics(loss):
-    m = train_simclr(loss=loss, **TINY)
+def test_train_ssl_runs_a_tiny_simclr_config_with_finite_metrics(loss):
+    m = simclr_run(loss=loss, **TINY)
     assert m["status"] == "ok" and m["epochs_completed"] == 2 and m["steps"] == 2 * (96 // 32)
     assert 0 <= m["knn_top1"] <= 1 and 0 <= m["probe_top1"] <= 1
     assert m["info_nce_ceiling"] == pytest.approx(math.log(2 * 32 - 1))
@@ -467,38 +472,38 @@ def test_train_simclr_runs_a_tiny_config_with_finite_metrics(loss):
     assert m["train_s"] > 0 and m["eval_s"] > 0 and m["feature_dim"] == 64
 
 
-def test_train_simclr_is_deterministic_per_seed():
-    a, b, c = (train_simclr(seed=s, **{**TINY, "epochs": 1, "warmup_epochs": 0}) for s in (5, 5, 6))
+def test_train_ssl_is_deterministic_per_seed():
+    a, b, c = (simclr_run(seed=s, **{**TINY, "epochs": 1, "warmup_epochs": 0}) for s in (5, 5, 6))
     assert a["curves"] == b["curves"] and a["knn_top1"] == b["knn_top1"]
     assert a["curves"]["info_nce"] != c["curves"]["info_nce"]
 
 
-def test_train_simclr_records_divergence():
-    m = train_simclr(**{**TINY, "optimizer": "sgd", "lr": 1e30})
+def test_train_ssl_records_divergence():
+    m = simclr_run(**{**TINY, "optimizer": "sgd", "lr": 1e30})
     assert m["status"] == "diverged" and math.isnan(m["knn_top1"])
 
 
 @pytest.mark.parametrize("name, value", [("loss", "nce"), ("optimizer", "rmsprop"), ("lr_scaling", "cube"),
-                                         ("width", 0.0), ("batch_size", 1), ("warmup_epochs", 3),
+                                         ("width_multiplier", 0.0), ("batch_size", 1), ("warmup_epochs", 3),
                                          ("crop_min_scale", 0.0), ("temperature", -0.1), ("device", "tpu"),
                                          ("projector_bn", 1), ("dataset", "imagenet"), ("knn_k", 0)])
 def test_bad_config_names_the_parameter(name, value):
     with pytest.raises(ParameterError, match=name):
-        simclr_config(**{**TINY, name: value})
+        SSLConfig(**{**TINY, name: value})
 
 
 def test_unknown_parameter_and_a_batch_larger_than_the_data_are_rejected():
     with pytest.raises(ParameterError, match="momentumm"):
-        simclr_config(momentumm=0.9)
+        SSLConfig.from_dict({"momentumm": 0.9})
     with pytest.raises(ParameterError, match="batch_size"):
-        train_simclr(**{**TINY, "batch_size": 200})
+        simclr_run(**{**TINY, "batch_size": 200})
 
 
 # --------------------------------------------------------------------------------- speed
 
 
 def test_step_rate_counts_two_views_forward_and_backward():
-    r = simclr_step_rate(batch=4, width=0.125, repeat=1)
+    r = simclr_step_rate(batch=4, width_multiplier=0.125, repeat=1)
     assert r["images_per_s"] > 0 and 0 < r["data_share"] < 1
     net = SimCLRNet(3, 0.125)
     with FlopCounterMode(display=False) as counter:
@@ -540,6 +545,65 @@ def test_tiny_models_on_the_cpu_run_nchw_where_onednn_corrupts_the_heap():
     heap overflow on one thread); every other run keeps the layout its config asks for."""
     from lib.ssl import activation_layout
 
-    assert activation_layout(simclr_config(width=1 / 16)) == torch.contiguous_format
-    assert activation_layout(simclr_config(width=1 / 8)) == torch.channels_last
-    assert activation_layout(simclr_config(width=1 / 8, channels_last=False)) == torch.contiguous_format
+    assert activation_layout(SSLConfig(width_multiplier=1 / 16)) == torch.contiguous_format
+    assert activation_layout(SSLConfig(width_multiplier=1 / 8)) == torch.channels_last
+    assert activation_layout(SSLConfig(width_multiplier=1 / 8, channels_last=False)) == torch.contiguous_format
+
+
+# ------------------------------------------------------------------------ the loss registry
+
+
+def test_a_loss_registered_in_one_place_trains_a_smoke_run(monkeypatch):
+    from lib import losses
+
+    def symmetric_cosine(z1: torch.Tensor, z2: torch.Tensor, temperature: float) -> torch.Tensor:
+        """-mean_i cos(z1_i, z2_i): the views pulled together, no negatives, no temperature."""
+        return -F.cosine_similarity(z1, z2, dim=1).mean()
+
+    monkeypatch.setitem(losses.SSL_LOSSES, "symmetric_cosine", losses.SSLLoss(symmetric_cosine, negatives=False))
+    m = train_ssl(SSLConfig(**{**TINY, "epochs": 1, "warmup_epochs": 0}, loss="symmetric_cosine", diagnostics="norms"))
+    assert m["status"] == "ok" and m["steps"] == 96 // 32
+    for key in ("knn_top1", "probe_top1", "norm_mean_train", "norm_mean_test", "knn_confidence_top1"):
+        assert math.isfinite(m[key]), key
+    assert -1 <= m["curves"]["loss"][0] <= 1  # a mean cosine, negated
+    with pytest.raises(ParameterError, match="diagnostics"):  # no negatives: InfoNCE's diagnostics do not apply
+        SSLConfig(loss="symmetric_cosine")
+
+
+# ------------------------------------------------------------------------- legacy configs
+
+
+def test_from_legacy_maps_both_old_trainers_configs_and_keeps_todays():
+    import json
+    from pathlib import Path
+
+    golden = json.loads((Path(__file__).parent / "golden" / "metrics_before_issue15.json").read_text())["runs"]
+    simclr = SSLConfig.from_legacy(golden["simclr_flatnce"]["config"])
+    assert (simclr.method, simclr.loss, simclr.diagnostics) == ("simclr", "flatnce", "nce")
+    assert not simclr.recalibrate_bn
+    assert simclr.width_multiplier == golden["simclr_flatnce"]["config"]["width"]
+    norms = SSLConfig.from_legacy(golden["norms_simclr_default_False"]["config"])
+    assert (norms.loss, norms.diagnostics, norms.projector_hidden) == ("decoupled", "norms", 128)
+    assert not norms.projector_bn
+    old = golden["norms_simsiam_default_False"]["config"]
+    siam = SSLConfig.from_legacy({**old, "projector_hidden": 8})
+    assert (siam.loss, siam.projector_hidden, siam.predictor_hidden) == ("simsiam", 0, 8)
+    standard = {**golden["norms_simclr_default_False"]["config"], "simclr_loss": "standard"}
+    assert SSLConfig.from_legacy(standard).loss == "infonce"
+    for config in (simclr, norms, siam):  # today's form maps to itself, so a migration can be repeated
+        assert SSLConfig.from_legacy(config.as_dict()) == config
+
+
+def test_every_shipped_study_4_and_5_record_is_in_todays_form_under_its_run_id():
+    import json
+
+    from lib import PROJECT_ROOT
+    from lib.results import config_hash
+
+    paths = sorted(PROJECT_ROOT.glob("results/runs/0[45]_*/*/*.json"))
+    assert paths
+    for path in paths:
+        record = json.loads(path.read_text())
+        config = SSLConfig.from_dict(record["config"])
+        assert config.as_dict() == record["config"] and config_hash(config) == path.stem == record["run_id"]
+        assert record["extra"]["train"] == "lib.ssl.train_ssl"

@@ -11,7 +11,8 @@ Four parts, each with its own table:
     rank correlation) and as an in-distribution score (AUROC against unseen sets), from the runs of (c).
 
 Parts (a) and (b) are simulations of seconds, computed in the notebook; (c) and (d) are the
-records of :func:`lib.norms.train_norms` runs in the results store.
+records of :func:`lib.ssl.train_ssl` runs in the results store. The module is over 400 lines
+because it holds all four parts' tables and the paper-vs-reproduced verdicts that read them together.
 """
 from __future__ import annotations
 
@@ -22,31 +23,45 @@ import pandas as pd
 from scipy import stats as st
 
 from lib import params
-from lib.data import DATASETS, data_shape
-from lib.norms import (METHODS, SIMCLR_LOSSES, imbalance_base, loglog_slope, norms_config, ood_label,
-                       rank_correlation)
+from lib.data import DATASETS, data_shape, imbalance_base, num_classes
+from lib.evaluation import ood_label
+from lib.losses import SSL_LOSSES
+from lib.ssl import METHODS, SSLConfig, train_ssl
+from lib.stats import loglog_slope, rank_correlation
 
 STUDY = "04_embedding_norms"
+TRAIN = train_ssl
 INTERVENTIONS = ("default", "weight_decay", "cut_init", "grad_scale", "cut_init+grad_scale")
 
-# Method settings [code] unless marked: SimCLR's projector to 128, temperature 0.5, weight decay 1e-6,
-# cut c = 3; SimSiam's weight decay 5e-4, cut c = 9. Base learning rates (scaled by B / 256) are
-# those of the SimCLR and SimSiam papers for SGD [ours]: the authors' schedule squares theirs.
+# The NORMS authors' settings [code] where they differ from SSLConfig's defaults (FLAT's SimCLR), for
+# both methods: SGD without LARS's exclusions, temperature 0.5, crops from 0.2, the plain SimCLR
+# projector; and this study's diagnostics, after re-estimating BatchNorm on the training images [ours].
+AUTHORS_SETTINGS = dict(diagnostics="norms", temperature=0.5, optimizer="sgd", exclude_bias_and_norm=False,
+                        crop_min_scale=0.2, projector_bn=False, recalibrate_bn=True)
+# Per method, SSLConfig fields [code] unless marked: SimCLR's decoupled loss and projector 128 -> 128 -> 128,
+# weight decay 1e-6; SimSiam's weight decay 5e-4. Base learning rates (scaled by B / 256) are those of
+# the SimCLR and SimSiam papers for SGD [ours]: the authors' schedule squares theirs.
 METHOD_SETTINGS = {
-    "simclr": dict(lr=0.3, weight_decay=1e-6, cut=3.0),
-    "simsiam": dict(lr=0.05, weight_decay=5e-4, cut=9.0),
+    "simclr": dict(loss="decoupled", lr=0.3, weight_decay=1e-6, projector_dim=128, projector_hidden=128),
+    "simsiam": dict(loss="simsiam", lr=0.05, weight_decay=5e-4),
 }
+# The interventions' settings [code]: the cut-initialisation divisor per method, and GradScale's power.
+CUT = {"simclr": 3.0, "simsiam": 9.0}
+GRAD_SCALE_POWER = 1.0
+# The losses a SimCLR run of this study may use: those without predictions.
+SIMCLR_LOSSES = tuple(name for name, loss in SSL_LOSSES.items() if not loss.predictions)
 # The weight-decay sweeps [code]; the method's default value is the "default" intervention.
 PAPER_WEIGHT_DECAYS = {"simclr": [0.0, 1e-8, 1e-4], "simsiam": [0.0, 5e-6, 5e-2]}
 
 SHAPES_32 = {"num_classes": 10, "difficulty": 0.3, "image_size": 32}
-# Everything a profile sets; a notebook parameter left as None takes the profile's value.
+# Everything a profile sets (study settings, and SSLConfig fields by name); a notebook parameter left as
+# None takes the profile's value, else the study's or SSLConfig's default.
 PROFILES = {
     "smoke": dict(radii=[0.5, 1.0, 2.0], pairs=50, sphere_lr=1.0, latent_samples=300, latent_steps=100, latent_seeds=2,
                   dataset="shapes", dataset_options={**SHAPES_32, "image_size": 16, "n_train": 320, "n_test": 100},
                   imbalanced_dataset="shapes", interventions=["default", "weight_decay", "cut_init", "grad_scale"],
                   imbalanced_interventions=["default", "cut_init+grad_scale"],
-                  weight_decays={"simclr": [1e-4], "simsiam": [5e-2]}, seeds=1, width=0.0625, simsiam_dim=64,
+                  weight_decays={"simclr": [1e-4], "simsiam": [5e-2]}, seeds=1, width_multiplier=0.0625, simsiam_dim=64,
                   epochs=1, batch_size=64, warmup_epochs=0.5, probe_steps=30,
                   ood=[{"dataset": "shapes", "dataset_options": {"num_classes": 10, "seed": 1, "n_train": 10,
                                                                  "n_test": 100}}, "digits"], workers=1),
@@ -55,7 +70,7 @@ PROFILES = {
                   dataset="shapes", dataset_options={**SHAPES_32, "n_train": 2000, "n_test": 1000},
                   imbalanced_dataset="shapes", interventions=["default", "weight_decay", "cut_init", "grad_scale"],
                   imbalanced_interventions=["default", "cut_init", "grad_scale"],
-                  weight_decays={"simclr": [1e-4], "simsiam": [5e-2]}, seeds=1, width=0.125, simsiam_dim=256,
+                  weight_decays={"simclr": [1e-4], "simsiam": [5e-2]}, seeds=1, width_multiplier=0.125, simsiam_dim=256,
                   epochs=2, batch_size=64, warmup_epochs=0.5, probe_steps=200,
                   ood=[{"dataset": "shapes", "dataset_options": {"num_classes": 10, "seed": 1, "n_train": 10,
                                                                  "n_test": 500}}, "digits"], workers=2),
@@ -67,7 +82,7 @@ PROFILES = {
                 dataset="cifar10", dataset_options={}, imbalanced_dataset="cifar10",
                 interventions=["default", "weight_decay", "cut_init", "grad_scale"],
                 imbalanced_interventions=["default", "cut_init", "grad_scale"],
-                weight_decays={"simclr": [1e-4], "simsiam": [5e-2]}, seeds=1, width=0.125, simsiam_dim=512,
+                weight_decays={"simclr": [1e-4], "simsiam": [5e-2]}, seeds=1, width_multiplier=0.125, simsiam_dim=512,
                 epochs=25, batch_size=128, warmup_epochs=2.5, probe_steps=500,
                 ood=["fashion_mnist", "mnist"], workers=2),
     "paper": dict(radii=[0.25, 0.5, 0.75, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0], pairs=500, sphere_lr=10.0,
@@ -75,7 +90,7 @@ PROFILES = {
                   dataset="cifar10", dataset_options={}, imbalanced_dataset="cifar100",
                   interventions=["default", "weight_decay", "cut_init", "grad_scale", "cut_init+grad_scale"],
                   imbalanced_interventions=["default", "cut_init", "grad_scale", "cut_init+grad_scale"],
-                  weight_decays=PAPER_WEIGHT_DECAYS, seeds=3, width=1.0, simsiam_dim=2048,
+                  weight_decays=PAPER_WEIGHT_DECAYS, seeds=3, width_multiplier=1.0, simsiam_dim=2048,
                   epochs=512, batch_size=256, warmup_epochs=10.0, probe_steps=1000,
                   ood=["svhn", "cifar100", "fashion_mnist", "mnist"], workers=1),
 }
@@ -116,18 +131,20 @@ def resolve(p: dict) -> dict:
         params.fail("interventions", s["interventions"], "a non-empty list unless imbalanced_interventions has runs")
     base = p.get("imbalance_base")
     s["imbalance_base"] = None if base is None else params.number("imbalance_base", base, 1.0, low_open=True)
-    s["simclr_loss"] = params.choice("simclr_loss", p.get("simclr_loss"), SIMCLR_LOSSES)
+    simclr_loss = METHOD_SETTINGS["simclr"]["loss"] if p.get("simclr_loss") is None else p["simclr_loss"]
+    s["simclr_loss"] = params.choice("simclr_loss", simclr_loss, SIMCLR_LOSSES)
     s["weight_decays"] = _weight_decays(s, p)
     for method in METHODS:
-        s[f"{method}_lr"] = params.number(f"{method}_lr", p.get(f"{method}_lr", METHOD_SETTINGS[method]["lr"]), 0.0,
+        lr, cut = p.get(f"{method}_lr"), p.get(f"cut_{method}")
+        s[f"{method}_lr"] = params.number(f"{method}_lr", METHOD_SETTINGS[method]["lr"] if lr is None else lr, 0.0,
                                           low_open=True)
-        s[f"cut_{method}"] = params.number(f"cut_{method}", p.get(f"cut_{method}", METHOD_SETTINGS[method]["cut"]),
-                                           0.0, low_open=True)
-    s["grad_scale_power"] = params.number("grad_scale_power", p.get("grad_scale_power"), -4.0, 4.0)
+        s[f"cut_{method}"] = params.number(f"cut_{method}", CUT[method] if cut is None else cut, 0.0, low_open=True)
+    power = p.get("grad_scale_power")
+    s["grad_scale_power"] = params.number("grad_scale_power", GRAD_SCALE_POWER if power is None else power, -4.0, 4.0)
     params.seeds("seeds", s["seeds"])
     for name in ("epochs", "batch_size", "simsiam_dim", "probe_steps", "workers"):
         params.integer(name, s[name], 1)
-    s["width"] = params.number("width", s["width"], 1 / 128)
+    s["width_multiplier"] = params.number("width_multiplier", s["width_multiplier"], 1 / 128)
     s["warmup_epochs"] = params.number("warmup_epochs", s["warmup_epochs"], 0.0, s["epochs"])
     s["ood"] = [_ood_entry(entry, s) for entry in (s["ood"] if isinstance(s["ood"], list) else [s["ood"]])]
     if len({ood_label(spec) for spec in s["ood"]}) != len(s["ood"]):
@@ -137,7 +154,7 @@ def resolve(p: dict) -> dict:
         params.fail("data_root", data_root, "None or a folder path (str)")
     s["data_root"] = data_root
     s["force"] = params.flag("force", p.get("force", False))
-    plan(s)  # every run config goes through norms_config once here, so a bad combination fails now
+    plan(s)  # every run config is built once here, so a bad combination fails now
     return s
 
 
@@ -210,21 +227,20 @@ def intervention_overrides(s: dict, method: str, intervention: str) -> list[dict
 
 
 def run_base(s: dict, method: str, imbalanced: bool) -> dict:
-    """The config of a method's default run on balanced or imbalanced data."""
+    """The SSLConfig fields of a method's default run on balanced or imbalanced data."""
     dataset = s["imbalanced_dataset"] if imbalanced else s["dataset"]
     options = s["dataset_options"] if dataset == s["dataset"] else {}
-    base = dict(method=method, dataset=dataset, dataset_options=options, simclr_loss=s["simclr_loss"],
-                lr=s[f"{method}_lr"], weight_decay=METHOD_SETTINGS[method]["weight_decay"], width=s["width"],
-                projector_dim=128 if method == "simclr" else s["simsiam_dim"], epochs=s["epochs"],
-                batch_size=s["batch_size"], warmup_epochs=s["warmup_epochs"], probe_steps=s["probe_steps"],
-                ood=[] if imbalanced else s["ood"])
+    base = {**AUTHORS_SETTINGS, **METHOD_SETTINGS[method]}
+    base.update(method=method, dataset=dataset, dataset_options=options, lr=s[f"{method}_lr"],
+                width_multiplier=s["width_multiplier"], epochs=s["epochs"], batch_size=s["batch_size"],
+                warmup_epochs=s["warmup_epochs"], probe_steps=s["probe_steps"], ood=[] if imbalanced else s["ood"])
+    if method == "simclr":
+        base["loss"] = s["simclr_loss"]
+    else:
+        base["projector_dim"] = s["simsiam_dim"]
     if imbalanced:
-        base["imbalance_base"] = s["imbalance_base"] or imbalance_base(_num_classes(dataset, options))
+        base["imbalance_base"] = s["imbalance_base"] or imbalance_base(num_classes(dataset, options))
     return base
-
-
-def _num_classes(dataset: str, options: dict) -> int:
-    return options.get("num_classes", 10) if dataset == "shapes" else {"cifar100": 100}.get(dataset, 10)
 
 
 def sweep_options(s: dict) -> dict:
@@ -232,7 +248,7 @@ def sweep_options(s: dict) -> dict:
     return {"workers": s["workers"], "force": s["force"]}
 
 
-def plan(s: dict) -> list[dict]:
+def plan(s: dict) -> list[SSLConfig]:
     """The run configs: methods x (balanced interventions + imbalanced interventions) x seeds.
 
     The unseen sets are scored on the balanced runs only (their question is the training distribution's).
@@ -243,7 +259,7 @@ def plan(s: dict) -> list[dict]:
             for intervention in interventions:
                 for overrides in intervention_overrides(s, method, intervention):
                     for seed in range(s["seeds"]):
-                        configs.append(norms_config(**{**run_base(s, method, imbalanced), **overrides}, seed=seed))
+                        configs.append(SSLConfig(**{**run_base(s, method, imbalanced), **overrides}, seed=seed))
     return configs
 
 

@@ -1,6 +1,6 @@
 """Study 5: FlatNCE against InfoNCE across batch sizes (FLAT paper), as run by notebooks/05_flatnce_batch_size.
 
-Design: SimCLR (ResNet-18 with the CIFAR stem and a projector, :func:`lib.ssl.train_simclr`) trained
+Design: SimCLR (ResNet-18 with the CIFAR stem and a projector, :func:`lib.ssl.train_ssl`) trained
 with each loss at each batch size for a number of seeds; per run the kNN and linear-probe accuracy
 of the backbone and, per epoch, the InfoNCE value (beside its log(2N - 1) ceiling), the gradient-scale
 factor 1 - e^(-InfoNCE) and the entropy of the softmax over the negatives.
@@ -15,9 +15,8 @@ Decisions where STUDIES.md is silent [ours]:
 - The ``smoke``, ``quick`` and ``cpu`` profiles train for a few epochs only. LARS's step is
   lr x 1e-3 x ||w|| per layer, so at FLAT's 0.3 x B / 256 a few hundred steps barely move the
   weights; these profiles use square-root scaling, lr = 0.6 x sqrt(B) (eight times SimCLR's
-  small-batch rule 0.075 x sqrt(B)). Measured on the quick setting (batches 64 and 256, two seeds):
-  at 0.075 and 0.15 x sqrt(B) most seeds stay near chance, at 0.3 one seed in two does, at 0.6 and
-  1.2 every seed learns; CIFAR-10 runs at 0.6 x sqrt(B) (batches 32 and 512) train without diverging.
+  small-batch rule 0.075 x sqrt(B)), the smallest rate at which every seed learned (the rates tried:
+  docs/notes/ssl.md).
 - The paper profile runs FLAT's projector without BatchNorm [code]; the shorter profiles keep
   SimCLR's Linear-BN-ReLU-Linear head, which is the library default.
 - Every run sees the same number of epochs, as in the paper, so a larger batch takes fewer steps;
@@ -31,12 +30,15 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lib import losses, params, stats
+from lib import losses, params, ssl, stats
 from lib.data import DATASETS
-from lib.ssl import LOSSES, LR_SCALINGS, OPTIMIZERS, simclr_config
+from lib.optim import LR_SCALINGS, OPTIMIZERS
+from lib.ssl import SSLConfig, train_ssl
 from lib.studies import common
 
 STUDY = "05_flatnce_batch_size"
+TRAIN = train_ssl
+LOSSES = ("infonce", "flatnce")  # the contrastive losses compared [paper]
 PAPER_DATASET = "cifar10"
 METRICS = {"knn_top1": "kNN top-1", "probe_top1": "linear-probe top-1"}
 DIAGNOSTIC_LABELS = {"info_nce": "InfoNCE (nats)", "grad_scale": "1 - e^(-InfoNCE)",
@@ -46,28 +48,29 @@ DIAGNOSTIC_LABELS = {"info_nce": "InfoNCE (nats)", "grad_scale": "1 - e^(-InfoNC
 PUBLISHED_IMAGENET = {100: (56.74, 54.62), 90: (56.25, 53.98)}
 PUBLISHED_TRANSFER = {"CIFAR-10": 0.28, "CIFAR-100": 0.36, "SUN397": 1.69}
 
-# Everything a profile sets; a notebook parameter left as None takes the profile's value.
+# Everything a profile sets (SSLConfig fields by name, and the study's batch_sizes, seeds and workers); a
+# notebook parameter left as None takes the profile's value, else SSLConfig's default.
 PROFILES = {
     "smoke": dict(dataset="shapes", dataset_options={"num_classes": 10, "difficulty": 0.5, "n_train": 128, "n_test": 64,
                                                      "image_size": 32},
-                  batch_sizes=[16, 32], seeds=2, epochs=1, warmup_epochs=0.0, width=0.125, optimizer="lars", lr=0.6,
-                  lr_scaling="sqrt", train_subset=0, probe_steps=20, projector_bn=True, workers=1),
+                  batch_sizes=[16, 32], seeds=2, epochs=1, warmup_epochs=0.0, width_multiplier=0.125, optimizer="lars",
+                  lr=0.6, lr_scaling="sqrt", train_subset=0, probe_steps=20, projector_bn=True, workers=1),
     # 3 batch sizes x 2 losses x 2 seeds = 12 runs on 1,024 procedural images: about 2-3 minutes on 2 cores.
     "quick": dict(dataset="shapes", dataset_options={"num_classes": 10, "difficulty": 0.5, "n_train": 1024, "n_test": 500,
                                                      "image_size": 32},
-                  batch_sizes=[16, 64, 256], seeds=2, epochs=5, warmup_epochs=0.5, width=0.125, optimizer="lars", lr=0.6,
-                  lr_scaling="sqrt", train_subset=0, probe_steps=200, projector_bn=True, workers=2),
+                  batch_sizes=[16, 64, 256], seeds=2, epochs=5, warmup_epochs=0.5, width_multiplier=0.125,
+                  optimizer="lars", lr=0.6, lr_scaling="sqrt", train_subset=0, probe_steps=200, projector_bn=True, workers=2),
     # The 10,000-image CIFAR-10 subset of ../shared/data: 5 batch sizes x 2 losses x 2 seeds = 20 runs of
     # 6 epochs. Measured on one core at width 0.25: about 125 images/s per step (70-130 at batch 32), about
     # 25 s of evaluation, so 20 x (6 x 80 s + 25 s) / 2 workers = 85 minutes, up to 100 with slow small batches.
     "cpu": dict(dataset="cifar10", dataset_options={}, batch_sizes=[32, 64, 128, 256, 512], seeds=2, epochs=6,
-                warmup_epochs=0.5, width=0.25, optimizer="lars", lr=0.6, lr_scaling="sqrt", train_subset=0,
+                warmup_epochs=0.5, width_multiplier=0.25, optimizer="lars", lr=0.6, lr_scaling="sqrt", train_subset=0,
                 probe_steps=500, projector_bn=True, workers=2),
     # FLAT's CIFAR-10 settings [code]: LARS, lr 0.3 x B / 256, 10 warm-up epochs, 100 epochs, width 1, a
     # projector without BatchNorm; the batch grid (STUDIES.md: up to 4096 on a GPU) and 3 seeds are ours.
     "paper": dict(dataset="cifar10", dataset_options={}, batch_sizes=[16, 32, 64, 128, 256, 512, 1024, 2048, 4096],
-                  seeds=3, epochs=100, warmup_epochs=10.0, width=1.0, optimizer="lars", lr=0.3, lr_scaling="linear",
-                  train_subset=0, probe_steps=500, projector_bn=False, workers=1),
+                  seeds=3, epochs=100, warmup_epochs=10.0, width_multiplier=1.0, optimizer="lars", lr=0.3,
+                  lr_scaling="linear", train_subset=0, probe_steps=500, projector_bn=False, workers=1),
 }
 
 
@@ -90,24 +93,25 @@ def resolve(p: dict) -> dict:
     for name in ("epochs", "probe_steps", "workers"):
         params.integer(name, s[name], 1)
     s["warmup_epochs"] = params.number("warmup_epochs", s["warmup_epochs"], 0.0, s["epochs"])
-    s["width"] = params.number("width", s["width"], 0.0, low_open=True)
+    s["width_multiplier"] = params.number("width_multiplier", s["width_multiplier"], 0.0, low_open=True)
     params.choice("optimizer", s["optimizer"], OPTIMIZERS)
     s["lr"] = params.number("lr", s["lr"], 0.0, low_open=True)
     params.choice("lr_scaling", s["lr_scaling"], LR_SCALINGS)
     params.flag("projector_bn", s["projector_bn"])
-    s["temperature"] = params.number("temperature", p.get("temperature"), 0.0, low_open=True)
+    temperature = SSLConfig.temperature if p.get("temperature") is None else p["temperature"]
+    s["temperature"] = params.number("temperature", temperature, 0.0, low_open=True)
     s["force"] = params.flag("force", p.get("force", False))
     s["device"] = common.resolve_device(p.get("device", "auto"))
-    plan(s)  # every run config goes through simclr_config once here, so a bad combination fails now
+    plan(s)  # every run config is built once here, so a bad combination fails now
     return s
 
 
-def plan(s: dict) -> list[dict]:
+def plan(s: dict) -> list[SSLConfig]:
     """The run configs: batch sizes (smallest, the slowest per image, first) x losses x seeds."""
-    shared = {k: s[k] for k in ("dataset", "dataset_options", "train_subset", "epochs", "warmup_epochs", "width",
-                                "optimizer", "lr", "lr_scaling", "temperature", "probe_steps", "projector_bn",
-                                "device")}
-    return [simclr_config(**shared, batch_size=b, loss=loss, seed=seed)
+    shared = {k: s[k] for k in ("dataset", "dataset_options", "train_subset", "epochs", "warmup_epochs",
+                                "width_multiplier", "optimizer", "lr", "lr_scaling", "temperature", "probe_steps",
+                                "projector_bn", "device")}
+    return [SSLConfig(**shared, batch_size=b, loss=loss, seed=seed)
             for b in s["batch_sizes"] for loss in s["losses"] for seed in range(s["seeds"])]
 
 
@@ -224,9 +228,9 @@ def gradient_identity_error(n: int = 8, dim: int = 16, temperature: float = 0.1,
     :func:`lib.losses.pair_logits` (softmax cross-entropy with the positive first). The largest of four
     relative deviations:
 
-    - the per-anchor terms are the library's InfoNCE: mean_i l_i = info_nce (and = flat_nce's reported
-      InfoNCE), mean_i grad l_i = grad info_nce;
-    - the identity: grad flat_nce.loss = mean_i grad l_i / (1 - e^(-l_i)). The weights differ from
+    - the per-anchor terms are the library's InfoNCE: mean_i l_i = info_nce (and = the InfoNCE a run
+      reports, :func:`lib.ssl.nce_diagnostics`), mean_i grad l_i = grad info_nce;
+    - the identity: grad flat_nce = mean_i grad l_i / (1 - e^(-l_i)). The weights differ from
       anchor to anchor, so a FlatNCE equal to InfoNCE up to any constant factor fails it.
     """
     g = torch.Generator().manual_seed(seed)
@@ -248,9 +252,9 @@ def gradient_identity_error(n: int = 8, dim: int = 16, temperature: float = 0.1,
     flat = losses.flat_nce(z1, z2, temperature)
     mean_l = per_anchor.detach().mean()
     return max(deviation(info.detach().reshape(1), mean_l.reshape(1)),
-               deviation(flat.info_nce.reshape(1), mean_l.reshape(1)),
+               deviation(ssl.nce_diagnostics(z1, z2, temperature)[:1], mean_l.reshape(1)),
                deviation(grad(info), anchor_grads.mean(dim=0)),
-               deviation(grad(flat.loss), (weights[:, None] * anchor_grads).mean(dim=0)))
+               deviation(grad(flat), (weights[:, None] * anchor_grads).mean(dim=0)))
 
 
 # -------------------------------------------------------------------------------- verdicts
@@ -291,7 +295,7 @@ def paper_vs_reproduced(out: dict, s: dict, identity_error: float) -> pd.DataFra
     """Our number, the paper's, the evidence tag and an honest verdict for every published number."""
     rows = []
     stand_in = s["dataset"] != PAPER_DATASET
-    scale = (f"{s['profile']} profile: {s['dataset']}, width {s['width']:g}, {s['epochs']} epochs"
+    scale = (f"{s['profile']} profile: {s['dataset']}, width {s['width_multiplier']:g}, {s['epochs']} epochs"
              + ("; measured on a stand-in, not on CIFAR-10" if stand_in else ""))
 
     def row(quantity, ours, paper, tag, verdict, *, measured=True):
