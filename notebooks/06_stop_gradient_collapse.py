@@ -75,7 +75,7 @@ import seaborn as sns
 from IPython.display import Markdown, display
 
 from lib import PROJECT_ROOT
-from lib.collapse import fast_rate, slow_rate
+from lib.collapse_theory import fast_rate, slow_rate
 from lib.results import ResultsStore
 from lib.studies import stop_gradient as study
 from lib.sweep import run_sweep

@@ -1,4 +1,5 @@
-"""The minimal collapse model (lib/collapse.py): gradients, sectors, closed form, slow rate, stop-gradient fixed point."""
+"""The minimal collapse model (lib/collapse.py, collapse_theory.py, collapse_student.py): gradients, sectors, closed
+form, slow rate, stop-gradient fixed point."""
 import math
 
 import numpy as np
@@ -6,6 +7,8 @@ import pytest
 import torch
 
 from lib import collapse as C
+from lib import collapse_student as CS
+from lib import collapse_theory as CT
 
 
 def _start(n=5, m=20, r=0.2, d=8, seed=0):
@@ -48,8 +51,8 @@ def test_student_chain_rule_equals_autograd(mode):
     S = torch.randn(5, 9, generator=g, dtype=C.DTYPE)
     v = torch.randn(att.num_classes, 5, generator=g, dtype=C.DTYPE)
     W = None if mode == "none" else torch.randn(5, 5, generator=g, dtype=C.DTYPE)
-    hand = C.student_velocity(x, att, mode, 1.3, 2.0, "euler")(S, v, W)
-    auto = C.student_velocity(x, att, mode, 1.3, 2.0, "gd")(S, v, W)
+    hand = CS.student_velocity(x, att, mode, 1.3, 2.0, "euler")(S, v, W)
+    auto = CS.student_velocity(x, att, mode, 1.3, 2.0, "gd")(S, v, W)
     for h, a in zip(hand, auto):
         if h is not None:
             torch.testing.assert_close(h, a, rtol=1e-12, atol=1e-12)
@@ -67,30 +70,30 @@ def test_gradient_descent_takes_the_euler_steps_of_the_flow():
 def test_flow_eigenvalues_are_the_closed_form_sector_rates(r):
     n, m, gamma = 4, 10, 1.7
     att = C.balanced_attachment(n, m, r)
-    eig = torch.linalg.eigvals(C.flow_matrix(att, gamma))
+    eig = torch.linalg.eigvals(CT.flow_matrix(att, gamma))
     assert eig.imag.abs().max() < 1e-10  # similar to a symmetric matrix: real spectrum
-    np.testing.assert_allclose(np.sort(eig.real.numpy()), C.sector_eigenvalues(n, m, r, gamma), atol=1e-10)
-    assert C.slow_rate(r, gamma) == pytest.approx(gamma * (1 - math.sqrt(1 - r)))
-    assert C.slow_rate(r, gamma) + C.fast_rate(r, gamma) == pytest.approx(2 * gamma)  # trace of the contrast block
-    assert C.slow_rate(r, gamma) * C.fast_rate(r, gamma) == pytest.approx(gamma ** 2 * r)  # its determinant
+    np.testing.assert_allclose(np.sort(eig.real.numpy()), CT.sector_eigenvalues(n, m, r, gamma), atol=1e-10)
+    assert CT.slow_rate(r, gamma) == pytest.approx(gamma * (1 - math.sqrt(1 - r)))
+    assert CT.slow_rate(r, gamma) + CT.fast_rate(r, gamma) == pytest.approx(2 * gamma)  # trace of the contrast block
+    assert CT.slow_rate(r, gamma) * CT.fast_rate(r, gamma) == pytest.approx(gamma ** 2 * r)  # its determinant
 
 
 @pytest.mark.parametrize("r", [0.0, 0.2])
 def test_closed_form_matches_the_rk4_integration(r):
     att, u0, v0 = _start(r=r)
     tr = C.simulate(att, u0, v0, mode="none", gamma=1.3, dt=0.05, steps=400, integrator="rk4", record=[400])
-    u_t, v_t = C.closed_form(att, u0, v0, gamma=1.3, t=20.0)
+    u_t, v_t = CT.closed_form(att, u0, v0, gamma=1.3, t=20.0)
     torch.testing.assert_close(tr["u"], u_t, rtol=0, atol=1e-9)
     torch.testing.assert_close(tr["v"], v_t, rtol=0, atol=1e-9)
     # and at t = 0 the closed form is the start
-    u_0, v_0 = C.closed_form(att, u0, v0, gamma=1.3, t=0.0)
+    u_0, v_0 = CT.closed_form(att, u0, v0, gamma=1.3, t=0.0)
     torch.testing.assert_close(u_0, u0)
     torch.testing.assert_close(v_0, v0)
 
 
 def test_fit_decay_rate_recovers_an_exponential():
     t = np.linspace(0, 50, 200)
-    assert C.fit_decay_rate(t, 3 * np.exp(-0.37 * t)) == pytest.approx(0.37, rel=1e-10)
+    assert CT.fit_decay_rate(t, 3 * np.exp(-0.37 * t)) == pytest.approx(0.37, rel=1e-10)
 
 
 @pytest.mark.parametrize("integrator", ["gd", "rk4"])
@@ -99,10 +102,10 @@ def test_simulated_slow_rate_matches_the_closed_form_within_2_percent(r, integra
     att, u0, v0 = _start(r=r)
     gamma, dt = 1.0, 0.1
     tr = C.simulate(att, u0, v0, mode="none", gamma=gamma, dt=dt, steps=2000, integrator=integrator)
-    fitted = C.fit_decay_rate(tr["t"], tr["min_label_distance"], t_min=10 / gamma)
-    assert fitted == pytest.approx(C.slow_rate(r, gamma), rel=0.02)
+    fitted = CT.fit_decay_rate(tr["t"], tr["min_label_distance"], t_min=10 / gamma)
+    assert fitted == pytest.approx(CT.slow_rate(r, gamma), rel=0.02)
     # Sharper: each integrator's own exact rate, -log(1 - lambda dt)/dt for gradient descent's Euler steps.
-    exact = C.euler_rate(C.slow_rate(r, gamma), dt) if integrator == "gd" else C.slow_rate(r, gamma)
+    exact = CT.euler_rate(CT.slow_rate(r, gamma), dt) if integrator == "gd" else CT.slow_rate(r, gamma)
     assert fitted == pytest.approx(exact, rel=1e-6)
 
 
@@ -127,7 +130,7 @@ def test_r0_preserves_the_minimum_label_distance():
 def test_frustration_drives_the_minimum_label_distance_below_1e_6_of_its_start(r):
     att, u0, v0 = _start(r=r)
     gamma, dt = 1.0, 0.1
-    horizon = (math.log(1e7) / C.slow_rate(r, gamma)) + 20  # time for the slow mode to fall by 1e7, plus the transient
+    horizon = (math.log(1e7) / CT.slow_rate(r, gamma)) + 20  # time for the slow mode to fall by 1e7, plus the transient
     for start_u in (u0, v0[att.labels]):  # random and aligned starts
         tr = C.simulate(att, start_u, v0, mode="none", gamma=gamma, dt=dt, steps=math.ceil(horizon / dt), integrator="euler")
         d = tr["min_label_distance"]
@@ -168,6 +171,6 @@ def test_r_times_samples_per_class_must_be_whole():
 def test_closed_form_label_distances_decay_exactly_at_the_slow_rate():
     att, u0, v0 = _start(r=0.3)
     # Late enough that the fast mode is below 1e-30 of the slow one; far below float64 rounding of positions.
-    d = C.closed_form_min_label_distance(att, u0, v0, 1.0, [60.0, 300.0])
+    d = CT.closed_form_min_label_distance(att, u0, v0, 1.0, [60.0, 300.0])
     assert d[1] < 1e-16  # the embeddings are O(1): below their float64 rounding, yet still exact
-    assert math.log(d[0] / d[1]) / 240.0 == pytest.approx(C.slow_rate(0.3), rel=1e-9)
+    assert math.log(d[0] / d[1]) / 240.0 == pytest.approx(CT.slow_rate(0.3), rel=1e-9)

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lib import collapse, params
+from lib import collapse, collapse_student, collapse_theory, params
 from lib.data import DATASETS, load_dataset
 
 STUDY = "06_stop_gradient_collapse"
@@ -174,24 +174,24 @@ def _run_embedding(c: dict, data_root) -> dict:
     gd = collapse.simulate(att, u0, v0, integrator="gd", **kw)
     euler = collapse.simulate(att, u0, v0, integrator="euler", record=[c["steps"]], **kw)
     rk4 = collapse.simulate(att, u0, v0, integrator="rk4", **kw)
-    closed = collapse.closed_form_min_label_distance(att, u0, v0, c["gamma"], gd["t"])
+    closed = collapse_theory.closed_form_min_label_distance(att, u0, v0, c["gamma"], gd["t"])
     r, g, dt = att.r, c["gamma"], c["dt"]
     fit = dict(t_min=FIT_START_GAMMA_T / g)
-    slow, fast = collapse.slow_rate(r, g), collapse.fast_rate(r, g)
+    slow, fast = collapse_theory.slow_rate(r, g), collapse_theory.fast_rate(r, g)
     closed_arr, rk4_arr = np.asarray(closed), np.asarray(rk4["min_label_distance"])
     resolvable = closed_arr > 1e-10 * closed_arr[0]  # above float64 rounding of the label positions
     return {
         "finite": gd["finite"] and rk4["finite"],
         "r_effective": r,
         "slow_rate_theory": slow,
-        "slow_rate_theory_gd": collapse.euler_rate(slow, dt),
+        "slow_rate_theory_gd": collapse_theory.euler_rate(slow, dt),
         "slow_rate_small_r": g * r / 2,
-        "slow_rate_fit_gd": collapse.fit_decay_rate(gd["t"], gd["min_label_distance"], **fit),
-        "slow_rate_fit_rk4": collapse.fit_decay_rate(rk4["t"], rk4["min_label_distance"], **fit),
+        "slow_rate_fit_gd": collapse_theory.fit_decay_rate(gd["t"], gd["min_label_distance"], **fit),
+        "slow_rate_fit_rk4": collapse_theory.fit_decay_rate(rk4["t"], rk4["min_label_distance"], **fit),
         "fast_rate_theory": fast,
-        "fast_rate_theory_gd": collapse.euler_rate(fast, dt),
-        "fast_rate_fit_gd": collapse.fit_decay_rate(gd["t"], gd["fast_mode_amplitude"]),
-        "fast_rate_fit_rk4": collapse.fit_decay_rate(rk4["t"], rk4["fast_mode_amplitude"]),
+        "fast_rate_theory_gd": collapse_theory.euler_rate(fast, dt),
+        "fast_rate_fit_gd": collapse_theory.fit_decay_rate(gd["t"], gd["fast_mode_amplitude"]),
+        "fast_rate_fit_rk4": collapse_theory.fit_decay_rate(rk4["t"], rk4["fast_mode_amplitude"]),
         "gd_vs_euler_max_abs_diff": max(float((gd[k] - euler[k]).abs().max()) for k in ("u", "v")),
         "rk4_vs_closed_form_max_rel_diff": float(np.max(np.abs(rk4_arr - closed_arr)[resolvable] / closed_arr[resolvable])),
         "closed_form_limit_ratio": closed[-1] / closed[0],
@@ -222,13 +222,13 @@ def _run_head(c: dict, data_root) -> dict:
 def _run_teacher_student(c: dict, data_root) -> dict:
     att = collapse.balanced_attachment(c["num_classes"], c["samples_per_class"], c["r"])
     gen = torch.Generator().manual_seed(c["seed"])
-    x, teacher = collapse.teacher_inputs(att, c["input_dim"], c["input_noise"], gen)
+    x, teacher = collapse_student.teacher_inputs(att, c["input_dim"], c["input_noise"], gen)
     # A clean test set from the same teacher: how well the student classifies unseen inputs.
     test = collapse.balanced_attachment(c["num_classes"], c["samples_per_class"], 0.0)
     x_test = (torch.nn.functional.one_hot(test.labels, c["num_classes"]).to(collapse.DTYPE) @ teacher.T
               + c["input_noise"] / math.sqrt(c["input_dim"]) * torch.randn(test.num_samples, c["input_dim"], generator=gen,
                                                                              dtype=collapse.DTYPE))
-    tr = collapse.train_student(x, att, dim=c["dim"], mode=c["mode"], gamma=c["gamma"], dt=c["dt"], steps=c["steps"],
+    tr = collapse_student.train_student(x, att, dim=c["dim"], mode=c["mode"], gamma=c["gamma"], dt=c["dt"], steps=c["steps"],
                                 head_init=c["head_init"], head_rate=c["head_rate"], readout_std=c["readout_noise"],
                                 generator=gen, x_test=x_test, y_test=test.labels)
     return {"finite": tr["finite"], "r_effective": att.r, "num_classes": att.num_classes, **_curve_scalars(tr),
@@ -242,11 +242,11 @@ def _run_real(c: dict, data_root) -> dict:
     idx = torch.randperm(len(ds.y_train), generator=gen)
     if c["train_subset"]:
         idx = idx[: c["train_subset"]]
-    x, mean, std, scale = collapse.image_inputs(ds.x_train[idx])
-    x_test = collapse.image_inputs(ds.x_test, mean, std, scale)[0]
+    x, mean, std, scale = collapse_student.image_inputs(ds.x_train[idx])
+    x_test = collapse_student.image_inputs(ds.x_test, mean, std, scale)[0]
     y = ds.y_train[idx]
     att = collapse.attachment(y, collapse.random_frustration(y, c["r"], gen), ds.num_classes)
-    tr = collapse.train_student(x, att, dim=c["dim"], mode=c["mode"], gamma=c["gamma"], dt=c["dt"], steps=c["steps"],
+    tr = collapse_student.train_student(x, att, dim=c["dim"], mode=c["mode"], gamma=c["gamma"], dt=c["dt"], steps=c["steps"],
                                 head_init=c["head_init"], head_rate=c["head_rate"], readout_std=c["readout_noise"],
                                 generator=gen, x_test=x_test, y_test=ds.y_test)
     return {"finite": tr["finite"], "r_effective": att.r, "num_classes": att.num_classes, "train_images": len(y),
