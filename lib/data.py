@@ -16,6 +16,7 @@ Sources, per the project's profiles (STUDIES.md, "Profiles"):
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 import zipfile
@@ -432,3 +433,13 @@ def _channel_stats(x: torch.Tensor) -> tuple[tuple[float, ...], tuple[float, ...
 
 def _is_int(value) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_dataset(name: str, data_root: str | None, options: tuple) -> ImageDataset:
+    return load_dataset(name, data_root=data_root, **dict(options))
+
+
+def get_dataset(name: str, options: dict | None = None, data_root: str | None = None) -> ImageDataset:
+    """A dataset loaded once per process: runs of a sweep share it."""
+    return _cached_dataset(name, data_root, tuple(sorted((options or {}).items())))

@@ -40,6 +40,7 @@ import submitit
 
 from lib import PROJECT_ROOT, params
 from lib.cff import get_dataset, train_cff
+from lib.config import as_dict
 from lib.norms import train_norms
 from lib.params import PROFILE_NAMES, ParameterError
 from lib.results import FINISHED_STATUSES, ResultsStore
@@ -68,7 +69,7 @@ STUDIES = {
     "03": Study("03_difficulty_sweep", difficulty_sweep, train_cff),
     "04": Study("04_embedding_norms", embedding_norms, train_norms),
     "05": Study("05_flatnce_batch_size", flatnce_batch, train_simclr),
-    "06": Study("06_stop_gradient_collapse", stop_gradient, stop_gradient.run),
+    "06": Study("06_stop_gradient_collapse", stop_gradient, stop_gradient.TRAIN),
 }
 
 
@@ -136,7 +137,7 @@ def make_plan(study: str | Study, *, profile: str = "quick", parameters: dict | 
 def load_datasets(configs: list[dict], data_root: str | None) -> None:
     """Load each dataset the runs name (and their unseen sets), so that a missing one fails here, not on a node."""
     seen = set()
-    for config in configs:
+    for config in map(as_dict, configs):  # typed configs too
         for spec in [config, *[o for o in config.get("ood", []) if isinstance(o, dict)]]:
             key = (spec.get("dataset"), repr(spec.get("dataset_options")))
             if "dataset_options" in spec and key not in seen:

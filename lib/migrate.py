@@ -22,7 +22,9 @@ from lib.rerun import load_train_function, rerun_command, train_function_name
 from lib.results import ResultsStore
 
 # Training functions renamed or moved since records were written: old name -> today's.
-RENAMED: dict[str, str] = {}
+RENAMED: dict[str, str] = {
+    "lib.studies.stop_gradient.run": "lib.collapse_train.train_collapse",
+}
 
 
 def _data_root(rerun: str | None) -> str | None:

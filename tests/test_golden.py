@@ -16,15 +16,17 @@ def train_now(train: str, config: dict) -> dict:
     """Train a golden run through today's API: ``train`` names the function it was recorded with."""
     from lib.batched import train_cff_seeds
     from lib.cff import train_cff
+    from lib.collapse_train import train_collapse
+    from lib.config import build, call
     from lib.norms import train_norms
     from lib.ssl import train_simclr
-    from lib.studies.stop_gradient import run
 
     if train == "lib.batched:train_cff_seeds":  # its cell: the seeds recorded with it, trained together
         cell = [g["config"] for g in GOLDEN["runs"].values() if g["train"] == train]
         return train_cff_seeds(cell, device="cpu")[cell.index(config)]
-    fn = {"lib.cff:train_cff": train_cff, "lib.ssl:train_simclr": train_simclr, "lib.norms:train_norms": train_norms,
-          "lib.studies.stop_gradient:run": run}[train]
+    if train == "lib.studies.stop_gradient:run":
+        return call(train_collapse, build(train_collapse, config, legacy=True))
+    fn = {"lib.cff:train_cff": train_cff, "lib.ssl:train_simclr": train_simclr, "lib.norms:train_norms": train_norms}[train]
     return fn(**config)
 
 
