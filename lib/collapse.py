@@ -166,7 +166,8 @@ def pair_loss(a: torch.Tensor, b: torch.Tensor, P: torch.Tensor) -> torch.Tensor
             - (a * (P @ b)).sum())
 
 
-def loss(u: torch.Tensor, v: torch.Tensor, att: Attachment, W: torch.Tensor | None = None, mode: str = "none") -> torch.Tensor:
+def loss(u: torch.Tensor, v: torch.Tensor, att: Attachment, W: torch.Tensor | None = None,
+         mode: str = "none") -> torch.Tensor:
     """L = 1/2 sum P_ib |u_i - v_b|^2 (mode "none"), or the head loss L_head (module docstring).
 
     For "sg" the targets are detached, so autograd gives exactly the stop-gradient flow.
@@ -181,7 +182,7 @@ def loss(u: torch.Tensor, v: torch.Tensor, att: Attachment, W: torch.Tensor | No
 
 
 def block_rates(att: Attachment, gamma: float, head_rate: float = 1.0) -> tuple[float, torch.Tensor, float]:
-    """The learning rate per unit time of each block: samples gamma, label b gamma / w_b (n x 1), W gamma head_rate / N."""
+    """Each block's learning rate per unit time: samples gamma, label b gamma / w_b (n x 1), W gamma head_rate / N."""
     return gamma, gamma / att.label_weight, gamma * head_rate / att.num_samples
 
 
@@ -255,7 +256,8 @@ def predictions(u: torch.Tensor, W: torch.Tensor | None) -> torch.Tensor:
     return u if W is None else u @ W.T
 
 
-def nearest_label_accuracy(z: torch.Tensor, v: torch.Tensor, labels: torch.Tensor, noise: torch.Tensor | None = None) -> float:
+def nearest_label_accuracy(z: torch.Tensor, v: torch.Tensor, labels: torch.Tensor,
+                           noise: torch.Tensor | None = None) -> float:
     """Fraction of samples whose prediction z_i (plus ``noise``) is nearest to the label of its own class."""
     z = z if noise is None else z + noise
     return float((torch.cdist(z, v).argmin(1) == labels).double().mean())

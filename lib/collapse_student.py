@@ -31,7 +31,8 @@ from lib.collapse import (
 )
 
 
-def teacher_inputs(att: Attachment, input_dim: int, noise: float, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def teacher_inputs(att: Attachment, input_dim: int, noise: float,
+                   generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """Inputs of the linear teacher A (input_dim x n, orthonormal columns): A e_y + noise (clean),
     A 1/n + noise (frustrated), noise ~ N(0, noise^2 I / input_dim). Returns (x, A)."""
     n = att.num_classes
@@ -40,7 +41,8 @@ def teacher_inputs(att: Attachment, input_dim: int, noise: float, generator: tor
     A = torch.linalg.qr(torch.randn(input_dim, n, generator=generator, dtype=DTYPE))[0]
     codes = torch.where(att.frustrated[:, None], torch.full((1, n), 1.0 / n, dtype=DTYPE),
                         torch.nn.functional.one_hot(att.labels, n).to(DTYPE))
-    x = codes @ A.T + noise / math.sqrt(input_dim) * torch.randn(att.num_samples, input_dim, generator=generator, dtype=DTYPE)
+    x = codes @ A.T + noise / math.sqrt(input_dim) * torch.randn(att.num_samples, input_dim, generator=generator,
+                                                                 dtype=DTYPE)
     return x, A
 
 
@@ -59,7 +61,8 @@ def student_velocity(x: torch.Tensor, att: Attachment, mode: str, gamma: float, 
 
     def autograd(S, v, W):
         leaves = [t.detach().requires_grad_() for t in (S, v) + ((W,) if W is not None else ())]
-        grads = torch.autograd.grad(loss(x @ leaves[0].T, leaves[1], att, leaves[2] if W is not None else None, mode), leaves)
+        head = leaves[2] if W is not None else None
+        grads = torch.autograd.grad(loss(x @ leaves[0].T, leaves[1], att, head, mode), leaves)
         _, rate_v, rate_W = block_rates(att, gamma, head_rate)
         return -rate_S * grads[0], -rate_v * grads[1], (-rate_W * grads[2] if W is not None else None)
 

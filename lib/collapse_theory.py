@@ -90,7 +90,8 @@ def mean_propagator(r: float, gamma: float, t: float) -> torch.Tensor:
     return R @ torch.diag(decay) @ torch.linalg.inv(R)
 
 
-def closed_form_contrasts(att: Attachment, u0: torch.Tensor, v0: torch.Tensor, gamma: float, t: float) -> tuple[torch.Tensor, torch.Tensor]:
+def closed_form_contrasts(att: Attachment, u0: torch.Tensor, v0: torch.Tensor, gamma: float,
+                          t: float) -> tuple[torch.Tensor, torch.Tensor]:
     """The class contrasts (c~(t), v~(t)) = exp(-gamma t A) (c~(0), v~(0)), deviations from the mean over classes.
 
     Inter-label distances depend on v~ only; computed apart from the means, they stay exact far below the
@@ -102,7 +103,8 @@ def closed_form_contrasts(att: Attachment, u0: torch.Tensor, v0: torch.Tensor, g
     return Pc[0, 0] * c0 + Pc[0, 1] * v0, Pc[1, 0] * c0 + Pc[1, 1] * v0
 
 
-def closed_form(att: Attachment, u0: torch.Tensor, v0: torch.Tensor, gamma: float, t: float) -> tuple[torch.Tensor, torch.Tensor]:
+def closed_form(att: Attachment, u0: torch.Tensor, v0: torch.Tensor, gamma: float,
+                t: float) -> tuple[torch.Tensor, torch.Tensor]:
     """The exact state (u(t), v(t)) of the embedding-only flow, equal classes, from its sectors::
 
         c_a(t) = c_bar(t) + c~_a(t),  v_a(t) = v_bar(t) + v~_a(t)       (contrasts and means)
@@ -120,7 +122,8 @@ def closed_form(att: Attachment, u0: torch.Tensor, v0: torch.Tensor, gamma: floa
     return target + math.exp(-gamma * t) * (u0 - start), v_t
 
 
-def closed_form_min_label_distance(att: Attachment, u0: torch.Tensor, v0: torch.Tensor, gamma: float, times) -> list[float]:
+def closed_form_min_label_distance(att: Attachment, u0: torch.Tensor, v0: torch.Tensor, gamma: float,
+                                   times) -> list[float]:
     """min_{a != b} |v_a(t) - v_b(t)| = min |v~_a(t) - v~_b(t)| from the closed form, at each time."""
     return [min_label_distance(closed_form_contrasts(att, u0, v0, gamma, float(t))[1]) for t in times]
 

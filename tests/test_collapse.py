@@ -116,7 +116,8 @@ def test_r0_preserves_the_minimum_label_distance():
     tr = C.simulate(att, aligned, v0, mode="none", dt=0.1, steps=1000, integrator="euler")
     d = np.asarray(tr["min_label_distance"])
     np.testing.assert_allclose(d, d[0], rtol=1e-12)
-    # Random start: the distance settles at the closed-form limit, the min over pairs of |(c~ + v~)_a - (c~ + v~)_b| / 2.
+    # Random start: the distance settles at the closed-form limit,
+    # the min over pairs of |(c~ + v~)_a - (c~ + v~)_b| / 2.
     tr = C.simulate(att, u0, v0, mode="none", dt=0.1, steps=1000, integrator="rk4")
     c0 = torch.stack([u0[att.labels == a].mean(0) for a in range(att.num_classes)])
     limit = C.min_label_distance((c0 + v0) / 2)
@@ -132,7 +133,8 @@ def test_frustration_drives_the_minimum_label_distance_below_1e_6_of_its_start(r
     gamma, dt = 1.0, 0.1
     horizon = (math.log(1e7) / CT.slow_rate(r, gamma)) + 20  # time for the slow mode to fall by 1e7, plus the transient
     for start_u in (u0, v0[att.labels]):  # random and aligned starts
-        tr = C.simulate(att, start_u, v0, mode="none", gamma=gamma, dt=dt, steps=math.ceil(horizon / dt), integrator="euler")
+        tr = C.simulate(att, start_u, v0, mode="none", gamma=gamma, dt=dt, steps=math.ceil(horizon / dt),
+                        integrator="euler")
         d = tr["min_label_distance"]
         assert d[-1] < 1e-6 * d[0]
 
@@ -174,3 +176,85 @@ def test_closed_form_label_distances_decay_exactly_at_the_slow_rate():
     d = CT.closed_form_min_label_distance(att, u0, v0, 1.0, [60.0, 300.0])
     assert d[1] < 1e-16  # the embeddings are O(1): below their float64 rounding, yet still exact
     assert math.log(d[0] / d[1]) / 240.0 == pytest.approx(CT.slow_rate(0.3), rel=1e-9)
+
+
+# --------------------------------------------------------------------------- one run: CollapseConfig
+
+
+def _quick_plan():
+    from lib.studies import stop_gradient
+
+    return stop_gradient.plan(stop_gradient.resolve({"profile": "quick", "slow_head_rate": 1.0}))
+
+
+def test_fields_an_experiment_does_not_read_are_none_and_leave_its_run_id_alone():
+    from lib.collapse_train import USES, CollapseConfig
+    from lib.results import config_hash
+
+    embedding = CollapseConfig(experiment="embedding", input_noise=0.3, head_rate=2.0, train_subset=7, dataset="mnist")
+    assert (embedding.mode, embedding.head_rate, embedding.input_noise, embedding.train_subset) == (None,) * 4
+    assert embedding.dataset == "synthetic" and embedding.num_classes == 10
+    assert config_hash(embedding) == config_hash(CollapseConfig(experiment="embedding"))
+    real = CollapseConfig(experiment="real", dataset="mnist", num_classes=3, samples_per_class=5, input_dim=1)
+    assert (real.num_classes, real.samples_per_class, real.input_dim, real.dataset) == (None, None, None, "mnist")
+    # a field an experiment reads does change its run id
+    teacher = CollapseConfig(experiment="teacher_student")
+    assert config_hash(teacher.replace(input_noise=0.3)) != config_hash(teacher)
+    assert set(USES["teacher_student"]) > set(USES["embedding"])
+
+
+@pytest.mark.parametrize("changes, field", [
+    ({"r": 0.05, "samples_per_class": 10}, "r"),  # r * m = 0.5: not a whole number of frustrated samples
+    ({"r": 1.0}, "r"), ({"dim": 4, "num_classes": 5}, "dim"), ({"num_classes": 1}, "num_classes"),
+    ({"gamma": 2.0, "dt": 0.3}, "dt"), ({"steps": 9}, "steps"), ({"seed": -1}, "seed"),
+    ({"experiment": "heads"}, "experiment"), ({"experiment": "head", "mode": "none"}, "mode"),
+    ({"experiment": "head", "head_rate": 0.0}, "head_rate"), ({"experiment": "real", "dataset": "imagenet"}, "dataset"),
+    ({"experiment": "teacher_student", "input_dim": 9}, "input_dim"),
+    ({"experiment": "real", "train_subset": -1}, "train_subset"), ({"readout_noise": float("nan")}, "readout_noise"),
+])
+def test_a_bad_run_config_fails_naming_the_field(changes, field):
+    from lib.collapse_train import CollapseConfig
+    from lib.params import ParameterError
+
+    with pytest.raises(ParameterError, match=rf"parameter {field}="):
+        CollapseConfig(**changes)
+
+
+def test_a_record_of_the_first_schema_builds_the_config_the_plan_makes():
+    """Records written before the typed config had only the fields their experiment read, under today's names."""
+    from lib.collapse_train import train_collapse
+    from lib.config import as_dict, build
+
+    legacy = {"embedding": dict(dataset="synthetic", dim=16, dt=0.1, experiment="embedding", gamma=1.0, num_classes=10,
+                                r=0.2, readout_noise=0.05, samples_per_class=20, seed=1, steps=3000),
+              "real": dict(dataset="digits", dim=16, dt=0.1, experiment="real", gamma=1.0, head_init=1.0,
+                           head_rate=10.0, mode="sg", r=0.2, readout_noise=0.05, seed=1, steps=2000, train_subset=0)}
+    planned = _quick_plan()
+    for values in legacy.values():
+        config = build(train_collapse, values, legacy=True)
+        assert config in planned
+        assert build(train_collapse, as_dict(config), legacy=True) == config  # today's form migrates to itself
+
+
+def test_every_profile_key_is_a_config_field_or_a_study_setting():
+    import dataclasses
+
+    from lib.collapse_train import CollapseConfig
+    from lib.studies import stop_gradient
+
+    fields = {f.name for f in dataclasses.fields(CollapseConfig)}
+    assert set(stop_gradient.FIELDS) <= fields
+    for profile, values in stop_gradient.PROFILES.items():
+        assert set(values) <= set(stop_gradient.FIELDS) | set(stop_gradient.SETTINGS), profile
+
+
+def test_a_parameter_left_as_none_takes_the_profile_then_the_config_default():
+    from lib.collapse_train import CollapseConfig
+    from lib.studies import stop_gradient
+
+    s = stop_gradient.resolve({"profile": "smoke", "slow_head_rate": 0.0, "dim": 12})
+    assert s["dim"] == 12 and s["num_classes"] == stop_gradient.PROFILES["smoke"]["num_classes"]
+    assert s["head_rate"] == CollapseConfig.head_rate and s["gamma"] == CollapseConfig.gamma
+    configs = stop_gradient.plan(s)
+    assert all(isinstance(c, CollapseConfig) and c.dim == 12 for c in configs)
+    assert {c.steps for c in configs if c.experiment in ("teacher_student", "real")} == {s["student_steps"]}

@@ -26,7 +26,8 @@ def train_now(train: str, config: dict) -> dict:
         return train_cff_seeds(cell, device="cpu")[cell.index(config)]
     if train == "lib.studies.stop_gradient:run":
         return call(train_collapse, build(train_collapse, config, legacy=True))
-    fn = {"lib.cff:train_cff": train_cff, "lib.ssl:train_simclr": train_simclr, "lib.norms:train_norms": train_norms}[train]
+    fn = {"lib.cff:train_cff": train_cff, "lib.ssl:train_simclr": train_simclr,
+          "lib.norms:train_norms": train_norms}[train]
     return fn(**config)
 
 
