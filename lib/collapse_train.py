@@ -126,7 +126,7 @@ def train_collapse(config: CollapseConfig, *, data_root: str | None = None, prog
     """One run of ``config.experiment``: the metrics of its record (curves and scalars), with "status".
 
     ``data_root`` is read by the real experiment only; ``progress`` is accepted for the common signature of
-    training functions (a run takes seconds: no progress bar).
+    training functions (runs are short, docs/notes/collapse.md: no progress bar).
     """
     t0 = time.perf_counter()
     metrics = {"embedding": _run_embedding, "head": _run_head, "teacher_student": _run_teacher_student,

@@ -86,7 +86,7 @@ def _r_values(values, samples_per_class: int) -> list[float]:
 
 
 def sweep_options(s: dict) -> dict:
-    """run_sweep's keyword arguments: one process (each run takes seconds)."""
+    """run_sweep's keyword arguments: one process (runs are short: docs/notes/collapse.md)."""
     return {"force": s["force"]}
 
 
