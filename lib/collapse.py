@@ -29,21 +29,7 @@ weight 1, a label w_b; this is plain gradient descent with one learning rate per
 so a clean sample relaxes to its label, a frustrated one to the mean label v_bar, and a label to
 (1 - r) c_b + r f_bar (c_b: mean of its clean samples, f_bar: mean of all frustrated samples).
 
-Closed form (equal classes). The flow is linear and splits into sectors:
-
-* class contrasts (c~_a, v~_a: deviation from the mean over classes)::
-
-      d/dt (c~, v~) = -gamma A (c~, v~),   A = [[1, -1], [-(1 - r), 1]]
-
-  with eigenvalues gamma (1 +- s), s = sqrt(1 - r). The fast rate gamma (1 + s) ~ 2 gamma aligns
-  samples with labels; the slow rate gamma (1 - s) ~ gamma r / 2 shrinks the whole label geometry:
-  every inter-label distance decays as exp(-gamma (1 - s) t) -> 0 for r > 0. At r = 0 the slow
-  rate is 0 and v~ + c~ is conserved: the geometry survives. Exactly::
-
-      exp(-gamma t A) = e^{-gamma t} [cosh(gamma s t) I + sinh(gamma s t)/s K],  K = [[0, 1], [1 - r, 0]]
-
-* the means (c_bar, f_bar, v_bar): eigenvalues 0, gamma, 2 gamma (0: a conserved weighted mean);
-* deviations of samples from their class mean (or from f_bar): rate gamma.
+The flow is linear; its closed form (sectors, rates, propagators) is in :mod:`lib.collapse_theory`.
 
 The head and stop-gradient
 --------------------------
@@ -61,19 +47,12 @@ W c_a = v_a, W f = v_bar and W v_a = (1 - r) c_a + r f_bar, hence::
 
 W^2 has eigenvalue 1 on the mean direction and 1 - r on the n - 1 class directions, and the fixed
 points form a continuum at any scale: class separation stays finite. W's rate is gamma * head_rate / N and
-W starts at head_init * I [ours]; the notebook's defaults, W(0) = I (the head starts as the no-head model)
-and head_rate = 10, let W reach its fixed point before the labels have shrunk much. With a slow head the
-class directions shrink at the slow rate while W adapts, and for larger r some are lost on the way (a
+W starts at head_init * I [ours]; the defaults of ``lib.collapse_train.CollapseConfig``, W(0) = I (the head starts
+as the no-head model) and head_rate = 10, let W reach its fixed point before the labels have shrunk much. With a
+slow head the class directions shrink at the slow rate while W adapts, and for larger r some are lost on the way (a
 dimensional collapse): stop-gradient prevents collapse only if the head keeps up.
 
-The linear teacher-student model
---------------------------------
-Sample embeddings are produced by a linear student, u_i = S x_i, with learnable labels v and the head
-W. A linear teacher A (D x n, orthonormal columns) makes the inputs: a clean input is A e_y + noise, a
-frustrated one the teacher's image of the uniform code, A 1/n + noise, equally close to every class.
-S's rate is gamma / (N / n) (it is shared by the samples of every class). Nearest-label accuracy over
-the training samples is then at best about 1 - r + r/n (frustrated samples are right by chance). The
-same code runs on real images (digits, MNIST) with a fraction r of each class made frustrated.
+Embeddings made by a linear student from inputs (a teacher's, or real images) are in :mod:`lib.collapse_student`.
 
 Integration. One step of size dt of the flow x' = F(x): "euler" x + dt F(x) with the hand-written F
 (``flow``); "gd" the same step with F from autograd on ``loss`` -- plain gradient descent with learning
@@ -98,7 +77,6 @@ import torch
 MODES = ("none", "sg", "no_sg")  # no head | head with stop-gradient | head, gradients into the targets
 INTEGRATORS = ("gd", "euler", "rk4")  # autograd gradient descent | hand-written flow, Euler or RK4
 DTYPE = torch.float64
-
 
 # --------------------------------------------------------------------------- attachment
 
@@ -188,7 +166,8 @@ def pair_loss(a: torch.Tensor, b: torch.Tensor, P: torch.Tensor) -> torch.Tensor
             - (a * (P @ b)).sum())
 
 
-def loss(u: torch.Tensor, v: torch.Tensor, att: Attachment, W: torch.Tensor | None = None, mode: str = "none") -> torch.Tensor:
+def loss(u: torch.Tensor, v: torch.Tensor, att: Attachment, W: torch.Tensor | None = None,
+         mode: str = "none") -> torch.Tensor:
     """L = 1/2 sum P_ib |u_i - v_b|^2 (mode "none"), or the head loss L_head (module docstring).
 
     For "sg" the targets are detached, so autograd gives exactly the stop-gradient flow.
@@ -203,7 +182,7 @@ def loss(u: torch.Tensor, v: torch.Tensor, att: Attachment, W: torch.Tensor | No
 
 
 def block_rates(att: Attachment, gamma: float, head_rate: float = 1.0) -> tuple[float, torch.Tensor, float]:
-    """The learning rate per unit time of each block: samples gamma, label b gamma / w_b (n x 1), W gamma head_rate / N."""
+    """Each block's learning rate per unit time: samples gamma, label b gamma / w_b (n x 1), W gamma head_rate / N."""
     return gamma, gamma / att.label_weight, gamma * head_rate / att.num_samples
 
 
@@ -247,7 +226,7 @@ def autograd_flow(u: torch.Tensor, v: torch.Tensor, att: Attachment, W: torch.Te
     return -rate_u * grads[0], -rate_v * grads[1], (-rate_W * grads[2] if mode != "none" else None)
 
 
-def _step(state: tuple, velocity: Callable, dt: float, integrator: str) -> tuple:
+def integration_step(state: tuple, velocity: Callable, dt: float, integrator: str) -> tuple:
     """One step of x' = F(x): Euler x + dt F(x) (= gradient descent, lr = rate dt), or classical RK4."""
     def add(x, k, h):
         return tuple(None if a is None else a + h * b for a, b in zip(x, k))
@@ -277,10 +256,18 @@ def predictions(u: torch.Tensor, W: torch.Tensor | None) -> torch.Tensor:
     return u if W is None else u @ W.T
 
 
-def nearest_label_accuracy(z: torch.Tensor, v: torch.Tensor, labels: torch.Tensor, noise: torch.Tensor | None = None) -> float:
+def nearest_label_accuracy(z: torch.Tensor, v: torch.Tensor, labels: torch.Tensor,
+                           noise: torch.Tensor | None = None) -> float:
     """Fraction of samples whose prediction z_i (plus ``noise``) is nearest to the label of its own class."""
     z = z if noise is None else z + noise
     return float((torch.cdist(z, v).argmin(1) == labels).double().mean())
+
+
+def clean_class_means(u: torch.Tensor, att: Attachment) -> torch.Tensor:
+    """c_a, the mean of the clean samples of each class (n, d)."""
+    clean = ~att.frustrated
+    return torch.stack([u[clean & (att.labels == a)].mean(0) for a in range(att.num_classes)])
+
 
 
 def fast_mode_amplitude(u: torch.Tensor, v: torch.Tensor, att: Attachment) -> float:
@@ -289,7 +276,7 @@ def fast_mode_amplitude(u: torch.Tensor, v: torch.Tensor, att: Attachment) -> fl
     (s, -1) is the left eigenvector of A for the eigenvalue 1 + s (equal classes, no head).
     """
     s = math.sqrt(1.0 - att.r)
-    c = _clean_class_means(u, att)
+    c = clean_class_means(u, att)
     return float((s * (c - c.mean(0)) - (v - v.mean(0))).norm())
 
 
@@ -346,129 +333,10 @@ def simulate(att: Attachment, u0: torch.Tensor, v0: torch.Tensor, W0: torch.Tens
                 curves["fast_mode_amplitude"].append(fast_mode_amplitude(u, v, att))
         if k == steps:
             break
-        state = _step(state, velocity, dt, integrator)
+        state = integration_step(state, velocity, dt, integrator)
     finite = finite and all(x is None or bool(torch.isfinite(x).all()) for x in state)
     u, v, W = state
     return {**curves, "u": u, "v": v, "W": W, "finite": finite}
-
-
-# --------------------------------------------------------------------------- closed form
-
-
-def slow_rate(r: float, gamma: float = 1.0) -> float:
-    """gamma (1 - sqrt(1 - r)): the decay rate of the label geometry (~ gamma r / 2 for small r)."""
-    return gamma * (1.0 - math.sqrt(1.0 - r))
-
-
-def fast_rate(r: float, gamma: float = 1.0) -> float:
-    """gamma (1 + sqrt(1 - r)): the alignment rate (~ 2 gamma)."""
-    return gamma * (1.0 + math.sqrt(1.0 - r))
-
-
-def euler_rate(rate: float, dt: float) -> float:
-    """The decay rate per unit time that Euler steps (gradient descent) of size dt give a mode of the flow
-    with rate ``rate``: each step multiplies it by 1 - rate dt, so -log(1 - rate dt) / dt."""
-    return math.log(1.0 / (1.0 - rate * dt)) / dt
-
-
-def sector_eigenvalues(num_classes: int, samples_per_class: int, r: float, gamma: float = 1.0) -> np.ndarray:
-    """All N + n decay rates of the embedding-only flow, sorted, from the sector decomposition.
-
-    class contrasts: gamma (1 +- s), n - 1 each; means: 0, 2 gamma (and gamma if any sample is
-    frustrated); deviations from a class mean: gamma, n (K - 1) of them for K clean per class, and
-    F - 1 for the F frustrated samples.
-    """
-    n, m = num_classes, samples_per_class
-    f = frustrated_per_class(m, r)
-    clean, frustrated = m - f, f * n
-    rates = [slow_rate(r, gamma)] * (n - 1) + [fast_rate(r, gamma)] * (n - 1)
-    rates += [0.0, 2 * gamma] + ([gamma] if frustrated else [])
-    rates += [gamma] * (n * (clean - 1) + max(frustrated - 1, 0))
-    return np.sort(np.array(rates))
-
-
-def flow_matrix(att: Attachment, gamma: float = 1.0) -> torch.Tensor:
-    """M with d(u, v)/dt = -M (u, v) per coordinate: M = gamma [[I, -P], [-D^-1 P^T, I]], D = diag(w_b)."""
-    P, w = att.weights, att.label_weight.flatten()
-    N, n = P.shape
-    top = torch.cat([torch.eye(N, dtype=DTYPE), -P], 1)
-    bottom = torch.cat([-(P / w).T, torch.eye(n, dtype=DTYPE)], 1)
-    return gamma * torch.cat([top, bottom], 0)
-
-
-def contrast_propagator(r: float, gamma: float, t: float) -> torch.Tensor:
-    """exp(-gamma t A) for A = [[1, -1], [-(1 - r), 1]] acting on (c~, v~)::
-
-        e^{-gamma t} [[cosh(gamma s t), sinh(gamma s t)/s], [s sinh(gamma s t), cosh(gamma s t)]]
-    """
-    s = math.sqrt(1.0 - r)
-    x = gamma * s * t
-    ch, sh_over_s = math.cosh(x), (math.sinh(x) / s if s > 0 else gamma * t)
-    return math.exp(-gamma * t) * torch.tensor([[ch, sh_over_s], [s * s * sh_over_s, ch]], dtype=DTYPE)
-
-
-def mean_propagator(r: float, gamma: float, t: float) -> torch.Tensor:
-    """exp(-gamma t B) for the means (c_bar, f_bar, v_bar), B = [[1, 0, -1], [0, 1, -1], [-(1 - r), -r, 1]].
-
-    Right eigenvectors (1, 1, 1), (r, -(1 - r), 0), (1, 1, -1) for the rates 0, gamma, 2 gamma.
-    """
-    R = torch.tensor([[1.0, r, 1.0], [1.0, -(1.0 - r), 1.0], [1.0, 0.0, -1.0]], dtype=DTYPE)
-    decay = torch.tensor([1.0, math.exp(-gamma * t), math.exp(-2 * gamma * t)], dtype=DTYPE)
-    return R @ torch.diag(decay) @ torch.linalg.inv(R)
-
-
-def _clean_class_means(u: torch.Tensor, att: Attachment) -> torch.Tensor:
-    """c_a, the mean of the clean samples of each class (n, d)."""
-    clean = ~att.frustrated
-    return torch.stack([u[clean & (att.labels == a)].mean(0) for a in range(att.num_classes)])
-
-
-def closed_form_contrasts(att: Attachment, u0: torch.Tensor, v0: torch.Tensor, gamma: float, t: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """The class contrasts (c~(t), v~(t)) = exp(-gamma t A) (c~(0), v~(0)), deviations from the mean over classes.
-
-    Inter-label distances depend on v~ only; computed apart from the means, they stay exact far below the
-    float64 rounding of the positions v = v_bar + v~.
-    """
-    c0 = _clean_class_means(u0, att)
-    c0, v0 = c0 - c0.mean(0), v0 - v0.mean(0)
-    Pc = contrast_propagator(att.r, gamma, t)
-    return Pc[0, 0] * c0 + Pc[0, 1] * v0, Pc[1, 0] * c0 + Pc[1, 1] * v0
-
-
-def closed_form(att: Attachment, u0: torch.Tensor, v0: torch.Tensor, gamma: float, t: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """The exact state (u(t), v(t)) of the embedding-only flow, equal classes, from its sectors::
-
-        c_a(t) = c_bar(t) + c~_a(t),  v_a(t) = v_bar(t) + v~_a(t)       (contrasts and means)
-        u_i(t) = c_{y_i}(t) + e^{-gamma t} (u_i(0) - c_{y_i}(0))        (clean)
-        u_j(t) = f_bar(t)   + e^{-gamma t} (u_j(0) - f_bar(0))          (frustrated)
-    """
-    frus = att.frustrated
-    c0 = _clean_class_means(u0, att)
-    f0 = u0[frus].mean(0) if frus.any() else torch.zeros_like(v0[0])  # enters with weight r = 0 when absent
-    c_tilde, v_tilde = closed_form_contrasts(att, u0, v0, gamma, t)
-    c_bar, f_bar, v_bar = mean_propagator(att.r, gamma, t) @ torch.stack([c0.mean(0), f0, v0.mean(0)])
-    c_t, v_t = c_bar + c_tilde, v_bar + v_tilde
-    target = torch.where(frus[:, None], f_bar.expand_as(u0), c_t[att.labels])
-    start = torch.where(frus[:, None], f0.expand_as(u0), c0[att.labels])
-    return target + math.exp(-gamma * t) * (u0 - start), v_t
-
-
-def closed_form_min_label_distance(att: Attachment, u0: torch.Tensor, v0: torch.Tensor, gamma: float, times) -> list[float]:
-    """min_{a != b} |v_a(t) - v_b(t)| = min |v~_a(t) - v~_b(t)| from the closed form, at each time."""
-    return [min_label_distance(closed_form_contrasts(att, u0, v0, gamma, float(t))[1]) for t in times]
-
-
-def fit_decay_rate(t, y, *, t_min: float = 0.0, floor: float = 1e-10) -> float:
-    """The rate lambda of y ~ exp(-lambda t): least squares of log y on t, for t >= t_min and y > floor * y[0].
-
-    The floor keeps out the points where float64 rounding, not the dynamics, sets y.
-    """
-    t, y = np.asarray(t, float), np.asarray(y, float)
-    keep = (t >= t_min) & (y > floor * y[0]) & np.isfinite(y)
-    if keep.sum() < 3:
-        return math.nan
-    slope = np.polyfit(t[keep], np.log(y[keep]), 1)[0]
-    return float(-slope)
 
 
 # --------------------------------------------------------------------------- head
@@ -497,106 +365,3 @@ def w2_spectrum(W: torch.Tensor, v: torch.Tensor) -> dict:
     return {"eigenvalues": torch.linalg.eigvals(A).real.sort().values.tolist(),
             "mean_direction": float(ones @ A @ ones / n),
             "class_directions": class_eigs.tolist()}
-
-
-# --------------------------------------------------------------------------- teacher-student
-
-
-def teacher_inputs(att: Attachment, input_dim: int, noise: float, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """Inputs of the linear teacher A (input_dim x n, orthonormal columns): A e_y + noise (clean),
-    A 1/n + noise (frustrated), noise ~ N(0, noise^2 I / input_dim). Returns (x, A)."""
-    n = att.num_classes
-    if input_dim < n:
-        raise ValueError(f"input_dim={input_dim} must be >= num_classes={n}")
-    A = torch.linalg.qr(torch.randn(input_dim, n, generator=generator, dtype=DTYPE))[0]
-    codes = torch.where(att.frustrated[:, None], torch.full((1, n), 1.0 / n, dtype=DTYPE),
-                        torch.nn.functional.one_hot(att.labels, n).to(DTYPE))
-    x = codes @ A.T + noise / math.sqrt(input_dim) * torch.randn(att.num_samples, input_dim, generator=generator, dtype=DTYPE)
-    return x, A
-
-
-def student_velocity(x: torch.Tensor, att: Attachment, mode: str, gamma: float, head_rate: float = 1.0,
-                     integrator: str = "euler") -> Callable:
-    """(S, v, W) -> (dS/dt, dv/dt, dW/dt) for the student u = S x: rates S gamma / (N / n), v and W as in ``flow``.
-
-    "euler": the chain rule on the hand-written flow, dL/dS = sum_i (dL/du_i) x_i^T; "gd": autograd on ``loss``.
-    """
-    N, n = att.weights.shape
-    rate_S = gamma * n / N
-
-    def hand_written(S, v, W):
-        du, dv, dW = flow(x @ S.T, v, att, W, mode, gamma, head_rate)
-        return (rate_S / gamma) * du.T @ x, dv, dW  # du = -gamma dL/du
-
-    def autograd(S, v, W):
-        leaves = [t.detach().requires_grad_() for t in (S, v) + ((W,) if W is not None else ())]
-        grads = torch.autograd.grad(loss(x @ leaves[0].T, leaves[1], att, leaves[2] if W is not None else None, mode), leaves)
-        _, rate_v, rate_W = block_rates(att, gamma, head_rate)
-        return -rate_S * grads[0], -rate_v * grads[1], (-rate_W * grads[2] if W is not None else None)
-
-    if integrator not in ("gd", "euler"):
-        raise ValueError(f"integrator={integrator!r}; choose gd or euler")
-    return autograd if integrator == "gd" else hand_written
-
-
-def train_student(x: torch.Tensor, att: Attachment, *, dim: int, mode: str, gamma: float, dt: float, steps: int,
-                  head_init: float = 0.5, head_rate: float = 1.0, readout_std: float = 0.0, integrator: str = "euler",
-                  generator: torch.Generator, x_test: torch.Tensor | None = None, y_test: torch.Tensor | None = None,
-                  record: list[int] | None = None) -> dict:
-    """Gradient descent on ``loss`` with u = S x: the linear student S, labels v and (modes sg, no_sg) head W.
-
-    S(0) has i.i.d. N(0, 1/d) entries, v(0) i.i.d. N(0, I/d), W(0) = head_init I; step dt with the rates
-    of ``student_velocity`` ("euler": hand-written gradients; "gd": autograd, the same steps). Curves: t,
-    min_label_distance, accuracy / accuracy_noisy (training samples, frustrated ones scored against their
-    nominal class) and, with a test set, test_accuracy / test_accuracy_noisy.
-    """
-    if mode not in MODES:
-        raise ValueError(f"mode={mode!r}; choose one of {', '.join(MODES)}")
-    N, n = att.weights.shape
-    S = torch.randn(dim, x.shape[1], generator=generator, dtype=DTYPE) / math.sqrt(dim)
-    v = torch.randn(n, dim, generator=generator, dtype=DTYPE) / math.sqrt(dim)
-    W = head_start(dim, head_init) if mode != "none" else None
-    noise = readout_noise(N, dim, readout_std, generator)
-    test_noise = readout_noise(len(x_test), dim, readout_std, generator) if x_test is not None else None
-    velocity = student_velocity(x, att, mode, gamma, head_rate, integrator)
-    record = set(record_steps(steps) if record is None else record)
-    keys = ["t", "min_label_distance", "accuracy", "accuracy_noisy"]
-    keys += ["test_accuracy", "test_accuracy_noisy"] if x_test is not None else []
-    curves = {k: [] for k in keys}
-    state, finite = (S, v, W), True
-    for k in range(steps + 1):
-        if k in record:
-            S, v, W = state
-            finite = all(t is None or bool(torch.isfinite(t).all()) for t in state)
-            if not finite:
-                break
-            z = predictions(x @ S.T, W)
-            curves["t"].append(k * dt)
-            curves["min_label_distance"].append(min_label_distance(v))
-            curves["accuracy"].append(nearest_label_accuracy(z, v, att.labels))
-            curves["accuracy_noisy"].append(nearest_label_accuracy(z, v, att.labels, noise))
-            if x_test is not None:
-                z_test = predictions(x_test @ S.T, W)
-                curves["test_accuracy"].append(nearest_label_accuracy(z_test, v, y_test))
-                curves["test_accuracy_noisy"].append(nearest_label_accuracy(z_test, v, y_test, test_noise))
-        if k == steps:
-            break
-        state = _step(state, velocity, dt, "euler")
-    finite = finite and all(t is None or bool(torch.isfinite(t).all()) for t in state)
-    S, v, W = state
-    return {**curves, "S": S, "v": v, "W": W, "u": x @ S.T, "finite": finite}
-
-
-def image_inputs(images: torch.Tensor, mean: torch.Tensor | None = None, std: torch.Tensor | None = None,
-                 scale: float | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
-    """Flattened images, standardised per pixel, scaled so the mean squared norm is 1 (train statistics).
-
-    Returns (x, mean, std, scale); pass the training mean, std and scale to transform the test set.
-    """
-    x = images.reshape(len(images), -1).to(DTYPE) / 255.0
-    if mean is None:
-        mean, std = x.mean(0), x.std(0).clamp_min(1e-3)  # constant pixels (digits' borders) stay 0
-    x = (x - mean) / std
-    if scale is None:
-        scale = float(x.pow(2).sum(1).mean().sqrt())
-    return x / scale, mean, std, scale

@@ -69,7 +69,7 @@ STUDIES = {
     "03": Study("03_difficulty_sweep", difficulty_sweep, train_cff),
     "04": Study("04_embedding_norms", embedding_norms, train_ssl),
     "05": Study("05_flatnce_batch_size", flatnce_batch, train_ssl),
-    "06": Study("06_stop_gradient_collapse", stop_gradient, stop_gradient.run),
+    "06": Study("06_stop_gradient_collapse", stop_gradient, stop_gradient.TRAIN),
 }
 
 

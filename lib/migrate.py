@@ -25,6 +25,7 @@ from lib.results import ResultsStore
 RENAMED: dict[str, str] = {
     "lib.ssl.train_simclr": "lib.ssl.train_ssl",
     "lib.norms.train_norms": "lib.ssl.train_ssl",
+    "lib.studies.stop_gradient.run": "lib.collapse_train.train_collapse",
 }
 
 

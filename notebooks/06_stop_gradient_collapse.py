@@ -27,8 +27,8 @@
 # > algebra and integrators are right and that the claims are mutually consistent — it does not confirm the
 # > paper's derivation.
 #
-# **The model** (formulas and derivations in `lib/collapse.py`). n label embeddings v_b, N sample embeddings
-# u_i in R^d; a clean sample is attached to its own label, a frustrated one to every label with weight 1/n
+# **The model** (formulas and derivations in `lib/collapse.py` and `lib/collapse_theory.py`). n label embeddings v_b,
+# N sample embeddings u_i in R^d; a clean sample is attached to its own label, a frustrated one to every label with weight 1/n
 # (row-stochastic P). Loss L = ½ Σ_ib P_ib |u_i − v_b|². Gradient flow with rate γ, each block normalised by its
 # attached weight (samples 1, labels m): du_i/dt = −γ(u_i − Σ_b P_ib v_b), dv_b/dt = −γ(v_b − Σ_i P_ib u_i / m).
 # Class contrasts obey d/dt (c̃, ṽ) = −γ [[1, −1], [−(1 − r), 1]] (c̃, ṽ), eigenvalues γ(1 ± √(1 − r)):
@@ -40,27 +40,27 @@
 #
 # Evidence tags: **[paper]** the abstract, **[summary]** secondary summaries (approximate), **[ours]** our decision
 # where the sources are silent. The specification is `STUDIES.md` (study 6); the study's settings and analysis are in
-# `lib/studies/stop_gradient.py`.
+# `lib/studies/stop_gradient.py`, one run (its config and training) in `lib/collapse_train.py`.
 
 # %% tags=["parameters"]
 from typing import Optional
 
-profile: str = "quick"  # smoke | quick | cpu | paper: every parameter left as None takes the profile's value
+profile: str = "quick"  # smoke | quick | cpu | paper: a parameter left as None takes the profile's value, else the run config's default (lib.collapse_train.CollapseConfig)
 num_classes: Optional[int] = None  # n: classes, one label embedding each
 dim: Optional[int] = None  # d: embedding dimension (at least num_classes)
 samples_per_class: Optional[int] = None  # m: samples per class; every r * m must be a whole number
 r_values: Optional[list] = None  # frustrated fractions r, each in [0, 1)
-gamma: float = 1.0  # γ: the gradient-flow rate
+gamma: Optional[float] = None  # γ: the gradient-flow rate (config: 1) [ours]
 dt: Optional[float] = None  # time step of every integrator; a gradient-descent learning rate is rate * dt; gamma * dt at most 0.5
 steps: Optional[int] = None  # steps of the embedding-only and head models (they run to time steps * dt)
 seeds: Optional[int] = None  # seeds per r: each seed is one random start of samples, labels and inputs
 student_steps: Optional[int] = None  # gradient-descent steps of the teacher–student and real-data students
-head_init: float = 1.0  # W starts as head_init * I [ours]
-head_rate: float = 10.0  # W's rate in units of γ [ours]: the head adapts faster than the embeddings
+head_init: Optional[float] = None  # W starts as head_init * I (config: 1, the no-head model) [ours]
+head_rate: Optional[float] = None  # W's rate in units of γ (config: 10) [ours]: the head adapts faster than the embeddings
 slow_head_rate: float = 1.0  # also run stop-gradient with this slower head rate, to see when it fails (0 skips) [ours]
-readout_noise: float = 0.05  # std of a fixed Gaussian noise added to the predictions before the nearest-label readout
+readout_noise: Optional[float] = None  # std of a fixed Gaussian noise added to the predictions before the nearest-label readout (config: 0.05) [ours]
 input_dim: Optional[int] = None  # D: input dimension of the linear teacher–student model
-input_noise: float = 0.05  # norm of the teacher's input noise, against unit-norm class prototypes [ours]
+input_noise: Optional[float] = None  # norm of the teacher's input noise, against unit-norm class prototypes (config: 0.05) [ours]
 real_dataset: Optional[str] = None  # the real-data check: digits (embedded) | mnist | fashion_mnist | cifar10 | ...
 real_train_subset: Optional[int] = None  # training images of the real-data check (0: all)
 data_root: Optional[str] = None  # folder of <name>.npz arrays; None: $DATA_ROOT, then torchvision's cache
@@ -75,7 +75,8 @@ import seaborn as sns
 from IPython.display import Markdown, display
 
 from lib import PROJECT_ROOT
-from lib.collapse import fast_rate, slow_rate
+from lib.collapse_theory import fast_rate, slow_rate
+from lib.data import get_dataset
 from lib.results import ResultsStore
 from lib.studies import stop_gradient as study
 from lib.sweep import run_sweep
@@ -83,7 +84,7 @@ from lib.sweep import run_sweep
 settings = study.resolve(dict(globals()))  # checks every parameter before any compute
 configs = study.plan(settings)
 store = ResultsStore(PROJECT_ROOT / results_dir, study.STUDY, settings["profile"])
-real_source = study.real_dataset(settings["real_dataset"], data_root).source  # fails here, before any run, if missing
+real_source = get_dataset(settings["real_dataset"], data_root=data_root).source  # fails here, before any run, if missing
 sns.set_theme(style="whitegrid", context="notebook")
 pd.set_option("display.precision", 4)
 pd.set_option("display.max_colwidth", None)  # verdicts are sentences: never cut them
@@ -92,7 +93,8 @@ display(Markdown(
     f"m = {settings['samples_per_class']} samples per class, r ∈ {settings['r_values']}, γ = {settings['gamma']}, "
     f"dt = {settings['dt']}, {settings['steps']} steps (γt up to {settings['gamma'] * settings['dt'] * settings['steps']:g}), "
     f"{settings['seeds']} seeds; students {settings['student_steps']} steps; head W(0) = {settings['head_init']}·I at rate "
-    f"{settings['head_rate']}γ. {len(configs)} runs. Real data: {real_source}. Records: "
+    f"{settings['head_rate']}γ; readout noise {settings['readout_noise']}, teacher input noise {settings['input_noise']}. "
+    f"{len(configs)} runs. Real data: {real_source}. Records: "
     f"`{store.runs_dir.relative_to(PROJECT_ROOT) if store.runs_dir.is_relative_to(PROJECT_ROOT) else store.runs_dir}`."))
 
 # %% [markdown]
@@ -102,7 +104,7 @@ display(Markdown(
 # `python -m lib.dispatch 06 --profile <profile>` (`--backend slurm`, see the README): this cell then only collects.
 
 # %%
-records = run_sweep(store, configs, study.run, data_root=data_root, **study.sweep_options(settings))
+records = run_sweep(store, configs, study.TRAIN, data_root=data_root, **study.sweep_options(settings))
 table_path = store.write_table()
 runs = study.runs_frame(records)
 curves = study.curves_frame(records)

@@ -402,10 +402,15 @@ def flatnce_batch(smoke: dict, defaults: dict) -> dict:
     }
 
 
+# The run config's γ when the gamma parameter is None (lib.collapse_train.CollapseConfig), written out.
+COLLAPSE_GAMMA = 1.0
+
+
 def stop_gradient(smoke: dict, defaults: dict) -> dict:
     """Notebook 06."""
     # every r * m is a whole number: m a multiple of each r's denominator (0.2 = 1/5 needs m = 5, 10, ...)
     whole = math.lcm(*(Fraction(str(r)).denominator for r in smoke["r_values"]))
+    gamma = COLLAPSE_GAMMA if defaults["gamma"] is None else defaults["gamma"]
     return {
         "profile": profile,
         # the labels span n directions in d dimensions, and the teacher's D inputs as many
@@ -415,13 +420,14 @@ def stop_gradient(smoke: dict, defaults: dict) -> dict:
         "input_dim": Integer(smoke["num_classes"], optional=True, partners=("num_classes",)),
         "samples_per_class": Integer(2, multiple_of=whole, optional=True, partners=("r_values",)),
         # Euler's stability: gamma * dt at most 0.5
-        "gamma": Number(0.0, 0.5 / smoke["dt"], low_open=True, partners=("dt",)),
-        "dt": Number(0.0, 0.5 / defaults["gamma"], low_open=True, optional=True, partners=("gamma",)),
+        "gamma": Number(0.0, 0.5 / smoke["dt"], low_open=True, optional=True, partners=("dt",)),
+        "dt": Number(0.0, 0.5 / gamma, low_open=True, optional=True, partners=("gamma",)),
         "steps": Integer(10, optional=True), "student_steps": Integer(10, optional=True),
         "seeds": seed_count(1, optional=True),
-        "head_init": Number(0.0, 10.0, low_open=True), "head_rate": Number(0.0, 100.0, low_open=True),
+        "head_init": Number(0.0, 10.0, low_open=True, optional=True),
+        "head_rate": Number(0.0, 100.0, low_open=True, optional=True),
         "slow_head_rate": Number(0.0, 100.0),  # 0 skips the slow-head runs
-        "readout_noise": Number(0.0), "input_noise": Number(0.0),
+        "readout_noise": Number(0.0, optional=True), "input_noise": Number(0.0, optional=True),
         "real_dataset": Choice(DATASETS, optional=True), "real_train_subset": Integer(0, optional=True),
         "force": Flag(),
     }

@@ -1,4 +1,5 @@
-"""The minimal collapse model (lib/collapse.py): gradients, sectors, closed form, slow rate, stop-gradient fixed point."""
+"""The minimal collapse model (lib/collapse.py, collapse_theory.py, collapse_student.py): gradients, sectors, closed
+form, slow rate, stop-gradient fixed point."""
 import math
 
 import numpy as np
@@ -6,6 +7,8 @@ import pytest
 import torch
 
 from lib import collapse as C
+from lib import collapse_student as CS
+from lib import collapse_theory as CT
 
 
 def _start(n=5, m=20, r=0.2, d=8, seed=0):
@@ -48,8 +51,8 @@ def test_student_chain_rule_equals_autograd(mode):
     S = torch.randn(5, 9, generator=g, dtype=C.DTYPE)
     v = torch.randn(att.num_classes, 5, generator=g, dtype=C.DTYPE)
     W = None if mode == "none" else torch.randn(5, 5, generator=g, dtype=C.DTYPE)
-    hand = C.student_velocity(x, att, mode, 1.3, 2.0, "euler")(S, v, W)
-    auto = C.student_velocity(x, att, mode, 1.3, 2.0, "gd")(S, v, W)
+    hand = CS.student_velocity(x, att, mode, 1.3, 2.0, "euler")(S, v, W)
+    auto = CS.student_velocity(x, att, mode, 1.3, 2.0, "gd")(S, v, W)
     for h, a in zip(hand, auto):
         if h is not None:
             torch.testing.assert_close(h, a, rtol=1e-12, atol=1e-12)
@@ -67,30 +70,30 @@ def test_gradient_descent_takes_the_euler_steps_of_the_flow():
 def test_flow_eigenvalues_are_the_closed_form_sector_rates(r):
     n, m, gamma = 4, 10, 1.7
     att = C.balanced_attachment(n, m, r)
-    eig = torch.linalg.eigvals(C.flow_matrix(att, gamma))
+    eig = torch.linalg.eigvals(CT.flow_matrix(att, gamma))
     assert eig.imag.abs().max() < 1e-10  # similar to a symmetric matrix: real spectrum
-    np.testing.assert_allclose(np.sort(eig.real.numpy()), C.sector_eigenvalues(n, m, r, gamma), atol=1e-10)
-    assert C.slow_rate(r, gamma) == pytest.approx(gamma * (1 - math.sqrt(1 - r)))
-    assert C.slow_rate(r, gamma) + C.fast_rate(r, gamma) == pytest.approx(2 * gamma)  # trace of the contrast block
-    assert C.slow_rate(r, gamma) * C.fast_rate(r, gamma) == pytest.approx(gamma ** 2 * r)  # its determinant
+    np.testing.assert_allclose(np.sort(eig.real.numpy()), CT.sector_eigenvalues(n, m, r, gamma), atol=1e-10)
+    assert CT.slow_rate(r, gamma) == pytest.approx(gamma * (1 - math.sqrt(1 - r)))
+    assert CT.slow_rate(r, gamma) + CT.fast_rate(r, gamma) == pytest.approx(2 * gamma)  # trace of the contrast block
+    assert CT.slow_rate(r, gamma) * CT.fast_rate(r, gamma) == pytest.approx(gamma ** 2 * r)  # its determinant
 
 
 @pytest.mark.parametrize("r", [0.0, 0.2])
 def test_closed_form_matches_the_rk4_integration(r):
     att, u0, v0 = _start(r=r)
     tr = C.simulate(att, u0, v0, mode="none", gamma=1.3, dt=0.05, steps=400, integrator="rk4", record=[400])
-    u_t, v_t = C.closed_form(att, u0, v0, gamma=1.3, t=20.0)
+    u_t, v_t = CT.closed_form(att, u0, v0, gamma=1.3, t=20.0)
     torch.testing.assert_close(tr["u"], u_t, rtol=0, atol=1e-9)
     torch.testing.assert_close(tr["v"], v_t, rtol=0, atol=1e-9)
     # and at t = 0 the closed form is the start
-    u_0, v_0 = C.closed_form(att, u0, v0, gamma=1.3, t=0.0)
+    u_0, v_0 = CT.closed_form(att, u0, v0, gamma=1.3, t=0.0)
     torch.testing.assert_close(u_0, u0)
     torch.testing.assert_close(v_0, v0)
 
 
 def test_fit_decay_rate_recovers_an_exponential():
     t = np.linspace(0, 50, 200)
-    assert C.fit_decay_rate(t, 3 * np.exp(-0.37 * t)) == pytest.approx(0.37, rel=1e-10)
+    assert CT.fit_decay_rate(t, 3 * np.exp(-0.37 * t)) == pytest.approx(0.37, rel=1e-10)
 
 
 @pytest.mark.parametrize("integrator", ["gd", "rk4"])
@@ -99,10 +102,10 @@ def test_simulated_slow_rate_matches_the_closed_form_within_2_percent(r, integra
     att, u0, v0 = _start(r=r)
     gamma, dt = 1.0, 0.1
     tr = C.simulate(att, u0, v0, mode="none", gamma=gamma, dt=dt, steps=2000, integrator=integrator)
-    fitted = C.fit_decay_rate(tr["t"], tr["min_label_distance"], t_min=10 / gamma)
-    assert fitted == pytest.approx(C.slow_rate(r, gamma), rel=0.02)
+    fitted = CT.fit_decay_rate(tr["t"], tr["min_label_distance"], t_min=10 / gamma)
+    assert fitted == pytest.approx(CT.slow_rate(r, gamma), rel=0.02)
     # Sharper: each integrator's own exact rate, -log(1 - lambda dt)/dt for gradient descent's Euler steps.
-    exact = C.euler_rate(C.slow_rate(r, gamma), dt) if integrator == "gd" else C.slow_rate(r, gamma)
+    exact = CT.euler_rate(CT.slow_rate(r, gamma), dt) if integrator == "gd" else CT.slow_rate(r, gamma)
     assert fitted == pytest.approx(exact, rel=1e-6)
 
 
@@ -113,7 +116,8 @@ def test_r0_preserves_the_minimum_label_distance():
     tr = C.simulate(att, aligned, v0, mode="none", dt=0.1, steps=1000, integrator="euler")
     d = np.asarray(tr["min_label_distance"])
     np.testing.assert_allclose(d, d[0], rtol=1e-12)
-    # Random start: the distance settles at the closed-form limit, the min over pairs of |(c~ + v~)_a - (c~ + v~)_b| / 2.
+    # Random start: the distance settles at the closed-form limit,
+    # the min over pairs of |(c~ + v~)_a - (c~ + v~)_b| / 2.
     tr = C.simulate(att, u0, v0, mode="none", dt=0.1, steps=1000, integrator="rk4")
     c0 = torch.stack([u0[att.labels == a].mean(0) for a in range(att.num_classes)])
     limit = C.min_label_distance((c0 + v0) / 2)
@@ -127,9 +131,10 @@ def test_r0_preserves_the_minimum_label_distance():
 def test_frustration_drives_the_minimum_label_distance_below_1e_6_of_its_start(r):
     att, u0, v0 = _start(r=r)
     gamma, dt = 1.0, 0.1
-    horizon = (math.log(1e7) / C.slow_rate(r, gamma)) + 20  # time for the slow mode to fall by 1e7, plus the transient
+    horizon = (math.log(1e7) / CT.slow_rate(r, gamma)) + 20  # time for the slow mode to fall by 1e7, plus the transient
     for start_u in (u0, v0[att.labels]):  # random and aligned starts
-        tr = C.simulate(att, start_u, v0, mode="none", gamma=gamma, dt=dt, steps=math.ceil(horizon / dt), integrator="euler")
+        tr = C.simulate(att, start_u, v0, mode="none", gamma=gamma, dt=dt, steps=math.ceil(horizon / dt),
+                        integrator="euler")
         d = tr["min_label_distance"]
         assert d[-1] < 1e-6 * d[0]
 
@@ -168,6 +173,88 @@ def test_r_times_samples_per_class_must_be_whole():
 def test_closed_form_label_distances_decay_exactly_at_the_slow_rate():
     att, u0, v0 = _start(r=0.3)
     # Late enough that the fast mode is below 1e-30 of the slow one; far below float64 rounding of positions.
-    d = C.closed_form_min_label_distance(att, u0, v0, 1.0, [60.0, 300.0])
+    d = CT.closed_form_min_label_distance(att, u0, v0, 1.0, [60.0, 300.0])
     assert d[1] < 1e-16  # the embeddings are O(1): below their float64 rounding, yet still exact
-    assert math.log(d[0] / d[1]) / 240.0 == pytest.approx(C.slow_rate(0.3), rel=1e-9)
+    assert math.log(d[0] / d[1]) / 240.0 == pytest.approx(CT.slow_rate(0.3), rel=1e-9)
+
+
+# --------------------------------------------------------------------------- one run: CollapseConfig
+
+
+def _quick_plan():
+    from lib.studies import stop_gradient
+
+    return stop_gradient.plan(stop_gradient.resolve({"profile": "quick", "slow_head_rate": 1.0}))
+
+
+def test_fields_an_experiment_does_not_read_are_none_and_leave_its_run_id_alone():
+    from lib.collapse_train import USES, CollapseConfig
+    from lib.results import config_hash
+
+    embedding = CollapseConfig(experiment="embedding", input_noise=0.3, head_rate=2.0, train_subset=7, dataset="mnist")
+    assert (embedding.mode, embedding.head_rate, embedding.input_noise, embedding.train_subset) == (None,) * 4
+    assert embedding.dataset == "synthetic" and embedding.num_classes == 10
+    assert config_hash(embedding) == config_hash(CollapseConfig(experiment="embedding"))
+    real = CollapseConfig(experiment="real", dataset="mnist", num_classes=3, samples_per_class=5, input_dim=1)
+    assert (real.num_classes, real.samples_per_class, real.input_dim, real.dataset) == (None, None, None, "mnist")
+    # a field an experiment reads does change its run id
+    teacher = CollapseConfig(experiment="teacher_student")
+    assert config_hash(teacher.replace(input_noise=0.3)) != config_hash(teacher)
+    assert set(USES["teacher_student"]) > set(USES["embedding"])
+
+
+@pytest.mark.parametrize("changes, field", [
+    ({"r": 0.05, "samples_per_class": 10}, "r"),  # r * m = 0.5: not a whole number of frustrated samples
+    ({"r": 1.0}, "r"), ({"dim": 4, "num_classes": 5}, "dim"), ({"num_classes": 1}, "num_classes"),
+    ({"gamma": 2.0, "dt": 0.3}, "dt"), ({"steps": 9}, "steps"), ({"seed": -1}, "seed"),
+    ({"experiment": "heads"}, "experiment"), ({"experiment": "head", "mode": "none"}, "mode"),
+    ({"experiment": "head", "head_rate": 0.0}, "head_rate"), ({"experiment": "real", "dataset": "imagenet"}, "dataset"),
+    ({"experiment": "teacher_student", "input_dim": 9}, "input_dim"),
+    ({"experiment": "real", "train_subset": -1}, "train_subset"), ({"readout_noise": float("nan")}, "readout_noise"),
+])
+def test_a_bad_run_config_fails_naming_the_field(changes, field):
+    from lib.collapse_train import CollapseConfig
+    from lib.params import ParameterError
+
+    with pytest.raises(ParameterError, match=rf"parameter {field}="):
+        CollapseConfig(**changes)
+
+
+def test_a_record_of_the_first_schema_builds_the_config_the_plan_makes():
+    """Records written before the typed config had only the fields their experiment read, under today's names."""
+    from lib.collapse_train import train_collapse
+    from lib.config import as_dict, build
+
+    legacy = {"embedding": dict(dataset="synthetic", dim=16, dt=0.1, experiment="embedding", gamma=1.0, num_classes=10,
+                                r=0.2, readout_noise=0.05, samples_per_class=20, seed=1, steps=3000),
+              "real": dict(dataset="digits", dim=16, dt=0.1, experiment="real", gamma=1.0, head_init=1.0,
+                           head_rate=10.0, mode="sg", r=0.2, readout_noise=0.05, seed=1, steps=2000, train_subset=0)}
+    planned = _quick_plan()
+    for values in legacy.values():
+        config = build(train_collapse, values, legacy=True)
+        assert config in planned
+        assert build(train_collapse, as_dict(config), legacy=True) == config  # today's form migrates to itself
+
+
+def test_every_profile_key_is_a_config_field_or_a_study_setting():
+    import dataclasses
+
+    from lib.collapse_train import CollapseConfig
+    from lib.studies import stop_gradient
+
+    fields = {f.name for f in dataclasses.fields(CollapseConfig)}
+    assert set(stop_gradient.FIELDS) <= fields
+    for profile, values in stop_gradient.PROFILES.items():
+        assert set(values) <= set(stop_gradient.FIELDS) | set(stop_gradient.SETTINGS), profile
+
+
+def test_a_parameter_left_as_none_takes_the_profile_then_the_config_default():
+    from lib.collapse_train import CollapseConfig
+    from lib.studies import stop_gradient
+
+    s = stop_gradient.resolve({"profile": "smoke", "slow_head_rate": 0.0, "dim": 12})
+    assert s["dim"] == 12 and s["num_classes"] == stop_gradient.PROFILES["smoke"]["num_classes"]
+    assert s["head_rate"] == CollapseConfig.head_rate and s["gamma"] == CollapseConfig.gamma
+    configs = stop_gradient.plan(s)
+    assert all(isinstance(c, CollapseConfig) and c.dim == 12 for c in configs)
+    assert {c.steps for c in configs if c.experiment in ("teacher_student", "real")} == {s["student_steps"]}

@@ -13,6 +13,7 @@ import pytest
 import submitit
 
 from lib import dispatch
+from lib.config import as_dict, call
 from lib.params import ParameterError
 from lib.studies import stop_gradient
 from lib.sweep import run_sweep
@@ -107,7 +108,7 @@ def test_slurm_path_on_submitit_local_executor(tmp_path):
     def fails_for_the_head(**config):  # pickled by value into each task
         if config["experiment"] == "head":
             raise RuntimeError("node lost")
-        return stop_gradient.run(**config)
+        return call(stop_gradient.TRAIN, config)
 
     executor = dispatch.slurm_executor(tmp_path / "logs", name="t", cluster="local", timeout_min=5)
     task = dispatch.RecordRun(p.store, fails_for_the_head, None, "cpu", threads=1)
@@ -143,7 +144,7 @@ def test_a_run_reaching_its_time_limit_is_requeued_and_recorded_once(tmp_path):
         if not marker.exists():
             marker.touch()
             time.sleep(120)  # the time limit strikes here
-        return stop_gradient.run(**config)
+        return call(stop_gradient.TRAIN, config)
 
     # 40 s per attempt: a requeued attempt (a fresh interpreter importing torch, then the run) must fit
     # even on a loaded machine; at 15 s it timed out again when two other test processes ran beside it
@@ -154,7 +155,7 @@ def test_a_run_reaching_its_time_limit_is_requeued_and_recorded_once(tmp_path):
     assert job.result() == "ok"
     assert marker.exists() and "timed-out" in job.stderr()
     (record,) = p.store.records()
-    assert record["status"] == "ok" and record["config"] == p.missing[0]
+    assert record["status"] == "ok" and record["config"] == as_dict(p.missing[0])
 
 
 def test_checkpoint_resubmits_the_same_run(tmp_path):

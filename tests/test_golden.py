@@ -17,18 +17,15 @@ def train_now(train: str, config: dict) -> dict:
     """Train a golden run through today's API: ``train`` names the function it was recorded with."""
     from lib.batched import train_cff_seeds
     from lib.cff import CFFConfig, train_cff
+    from lib.collapse_train import train_collapse
     from lib.ssl import train_ssl
-    from lib.studies.stop_gradient import run
 
     if train == "lib.batched:train_cff_seeds":  # its cell: the seeds recorded with it, trained together
         cell = [g["config"] for g in GOLDEN["runs"].values() if g["train"] == train]
         return train_cff_seeds([CFFConfig.from_legacy(c) for c in cell], device="cpu")[cell.index(config)]
-    if train == "lib.cff:train_cff":
-        return call(train_cff, build(train_cff, config, legacy=True))
-    if train in ("lib.ssl:train_simclr", "lib.norms:train_norms"):  # both are lib.ssl.train_ssl now
-        return call(train_ssl, build(train_ssl, config, legacy=True))
-    fn = {"lib.studies.stop_gradient:run": run}[train]
-    return fn(**config)
+    trained_now = {"lib.cff:train_cff": train_cff, "lib.ssl:train_simclr": train_ssl, "lib.norms:train_norms": train_ssl,
+                   "lib.studies.stop_gradient:run": train_collapse}[train]
+    return call(trained_now, build(trained_now, config, legacy=True))
 
 
 @pytest.mark.parametrize("name", sorted(GOLDEN["runs"]))

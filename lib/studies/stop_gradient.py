@@ -1,34 +1,37 @@
 """Study 6: frustration and stop-gradient in a minimal model of collapse (COLLAPSE), notebook 06.
 
 The model is our reconstruction from the paper's published claims, not its equations [ours]; the
-formulas are in ``lib/collapse.py``. Four experiments, one record per (experiment, mode, r, seed):
-
-* ``embedding`` — the embedding-only model: gradient descent through autograd, the hand-written flow
-  (Euler, the same steps; RK4) and the closed form; the fitted slow and fast rates.
-* ``head`` — the shared head W with stop-gradient (``sg``) and without (``no_sg``); the W^2 spectrum.
-  With ``slow_head_rate`` > 0, stop-gradient runs with that slower head rate are added [ours].
-* ``teacher_student`` — a linear student on the inputs of a linear teacher, sg and no_sg.
-* ``real`` — the same student on real images (digits or MNIST) with a fraction r of each class frustrated.
+formulas are in ``lib/collapse.py`` and ``lib/collapse_theory.py``. One run of one of four experiments
+(embedding, head, teacher_student, real) is a :class:`lib.collapse_train.CollapseConfig`, trained by
+:func:`lib.collapse_train.train_collapse`; this module holds the study's settings, its plan (every r x
+seed x experiment and mode; with ``slow_head_rate`` > 0, stop-gradient runs with that slower head rate
+are added [ours]), the tables of its records, their analysis and the verdicts.
 """
 from __future__ import annotations
 
-import math
-import time
-from functools import lru_cache
+import dataclasses
 
 import numpy as np
 import pandas as pd
-import torch
 
 from lib import collapse, params
-from lib.data import DATASETS, load_dataset
+from lib.collapse_train import EXPERIMENTS as EXPERIMENTS  # the study's experiments, re-exported
+from lib.collapse_train import HEAD_MODES, MIN_STEPS, CollapseConfig, train_collapse
+from lib.data import DATASETS
 
 STUDY = "06_stop_gradient_collapse"
-EXPERIMENTS = ("embedding", "head", "teacher_student", "real")
-HEAD_MODES = ("sg", "no_sg")
+TRAIN = train_collapse
 
-# Everything a profile sets; a notebook parameter left as None takes the profile's value. The paper's
-# own sizes are not public: ``paper`` is a larger setting of ours [ours].
+# Notebook parameters that are CollapseConfig fields, under the same names: None takes the profile's value,
+# else the field's default.
+FIELDS = ("num_classes", "dim", "samples_per_class", "gamma", "dt", "steps", "readout_noise", "input_dim",
+          "input_noise", "head_init", "head_rate")
+# Study settings: what the plan varies or adds (r, seeds, the slow-head runs), and the fields of the student
+# and real-data runs that differ from the embedding runs' (their steps, their dataset and its subset).
+SETTINGS = ("r_values", "seeds", "student_steps", "slow_head_rate", "real_dataset", "real_train_subset")
+
+# Each profile's fields and settings. The paper's own sizes are not public: ``paper`` is a larger setting of
+# ours [ours].
 PROFILES = {
     "smoke": dict(num_classes=4, dim=8, samples_per_class=10, r_values=[0.0, 0.2], dt=0.1, steps=400, seeds=1,
                   student_steps=300, input_dim=16, real_dataset="digits", real_train_subset=400),
@@ -40,37 +43,22 @@ PROFILES = {
                   steps=12000, seeds=10, student_steps=12000, input_dim=256, real_dataset="mnist", real_train_subset=0),
 }
 
-# Fits of the slow rate start once the fast contrast mode has died out: its share of a label distance
-# falls as exp(-2 gamma sqrt(1 - r) t), below 1e-6 by gamma t = 10 for r <= 0.6.
-FIT_START_GAMMA_T = 10.0
-
 
 def resolve(p: dict) -> dict:
-    """Check the notebook's parameters and fill the None ones from the profile. No compute."""
+    """Check the notebook's parameters and fill the None ones from the profile, then the config. No compute."""
     profile = params.choice("profile", p.get("profile"), PROFILES)
-    s = {k: (PROFILES[profile][k] if p.get(k) is None else p[k]) for k in PROFILES[profile]}
-    s["profile"] = profile
-    s["num_classes"] = params.integer("num_classes", s["num_classes"], 2)
-    s["dim"] = params.integer("dim", s["dim"], 1)
-    if s["dim"] < s["num_classes"]:  # W^2 on the labels' span needs d >= n
-        params.fail("dim", s["dim"], f"an integer >= num_classes={s['num_classes']} (the labels must span n directions)")
-    s["samples_per_class"] = params.integer("samples_per_class", s["samples_per_class"], 2)
-    s["r_values"] = _r_values(s["r_values"], s["samples_per_class"])
-    s["gamma"] = params.number("gamma", p.get("gamma"), 0.0, low_open=True)
-    s["dt"] = params.number("dt", s["dt"], 0.0, low_open=True)
-    if s["gamma"] * s["dt"] > 0.5:  # Euler is stable for rates < 2/dt; the fast rate is up to 2 gamma
-        params.fail("dt", s["dt"], f"a number with gamma*dt <= 0.5 (gamma={s['gamma']})")
-    for name in ("steps", "student_steps"):
-        s[name] = params.integer(name, s[name], 10)
-    s["seeds"] = params.seeds("seeds", s["seeds"])
-    s["input_dim"] = params.integer("input_dim", s["input_dim"], s["num_classes"])
-    s["real_dataset"] = params.choice("real_dataset", s["real_dataset"], DATASETS)
-    s["real_train_subset"] = params.integer("real_train_subset", s["real_train_subset"], 0)
-    s["readout_noise"] = params.number("readout_noise", p.get("readout_noise"), 0.0)
-    s["input_noise"] = params.number("input_noise", p.get("input_noise"), 0.0)
-    s["head_init"] = params.number("head_init", p.get("head_init"), 0.0, 10.0, low_open=True)
-    s["head_rate"] = params.number("head_rate", p.get("head_rate"), 0.0, 100.0, low_open=True)
-    s["slow_head_rate"] = params.number("slow_head_rate", p.get("slow_head_rate"), 0.0, 100.0)
+    given = {k: (PROFILES[profile].get(k) if p.get(k) is None else p[k]) for k in FIELDS + SETTINGS}
+    defaults = {f.name: f.default for f in dataclasses.fields(CollapseConfig)}
+    # The config class checks the fields under their own names; the teacher-student experiment reads them all.
+    probe = CollapseConfig(experiment="teacher_student",
+                           **{k: defaults[k] if given[k] is None else given[k] for k in FIELDS})
+    s = {"profile": profile, **{k: getattr(probe, k) for k in FIELDS}}
+    s["r_values"] = _r_values(given["r_values"], s["samples_per_class"])
+    s["seeds"] = params.seeds("seeds", given["seeds"])
+    s["student_steps"] = params.integer("student_steps", given["student_steps"], MIN_STEPS)
+    s["real_dataset"] = params.choice("real_dataset", given["real_dataset"], DATASETS)
+    s["real_train_subset"] = params.integer("real_train_subset", given["real_train_subset"], 0)
+    s["slow_head_rate"] = params.number("slow_head_rate", given["slow_head_rate"], 0.0, 100.0)
     data_root = p.get("data_root")
     if data_root is not None and not isinstance(data_root, str):
         params.fail("data_root", data_root, "None or a folder path (str)")
@@ -98,164 +86,39 @@ def _r_values(values, samples_per_class: int) -> list[float]:
 
 
 def sweep_options(s: dict) -> dict:
-    """run_sweep's keyword arguments: one process (each run takes seconds)."""
+    """run_sweep's keyword arguments: one process (runs are short: docs/notes/collapse.md)."""
     return {"force": s["force"]}
 
 
-def plan(s: dict) -> list[dict]:
+def plan(s: dict) -> list[CollapseConfig]:
     """The run configs: embedding, head (sg, no_sg, slow-head sg), teacher-student, real data; x r x seeds."""
-    synthetic = dict(num_classes=s["num_classes"], dim=s["dim"], samples_per_class=s["samples_per_class"],
-                     gamma=s["gamma"], dt=s["dt"], readout_noise=s["readout_noise"])
-    head = dict(head_init=s["head_init"], head_rate=s["head_rate"])
+    fields = {k: s[k] for k in FIELDS if k != "steps"} | {"dataset": s["real_dataset"],
+                                                          "train_subset": s["real_train_subset"]}
+
+    def run(experiment: str, **changes) -> CollapseConfig:
+        return CollapseConfig(experiment=experiment, **(fields | changes))
+
     configs = []
     for seed in range(s["seeds"]):
         for r in s["r_values"]:
-            configs.append(dict(experiment="embedding", dataset="synthetic", r=r, seed=seed, steps=s["steps"], **synthetic))
-            for mode in HEAD_MODES:
-                configs.append(dict(experiment="head", dataset="synthetic", mode=mode, r=r, seed=seed, steps=s["steps"],
-                                    **synthetic, **head))
+            model, student = dict(r=r, seed=seed, steps=s["steps"]), dict(r=r, seed=seed, steps=s["student_steps"])
+            configs.append(run("embedding", **model))
+            configs += [run("head", mode=mode, **model) for mode in HEAD_MODES]
             if s["slow_head_rate"] > 0 and s["slow_head_rate"] != s["head_rate"]:
-                configs.append(dict(experiment="head", dataset="synthetic", mode="sg", r=r, seed=seed, steps=s["steps"],
-                                    **synthetic, head_init=s["head_init"], head_rate=s["slow_head_rate"]))
-            for mode in HEAD_MODES:
-                configs.append(dict(experiment="teacher_student", dataset="teacher_student", mode=mode, r=r, seed=seed,
-                                    steps=s["student_steps"], input_dim=s["input_dim"], input_noise=s["input_noise"],
-                                    **synthetic, **head))
-            for mode in HEAD_MODES:
-                configs.append(dict(experiment="real", dataset=s["real_dataset"], train_subset=s["real_train_subset"],
-                                    mode=mode, r=r, seed=seed, steps=s["student_steps"], dim=s["dim"], gamma=s["gamma"],
-                                    dt=s["dt"], readout_noise=s["readout_noise"], **head))
+                configs.append(run("head", mode="sg", head_rate=s["slow_head_rate"], **model))
+            configs += [run("teacher_student", mode=mode, **student) for mode in HEAD_MODES]
+            configs += [run("real", mode=mode, **student) for mode in HEAD_MODES]
     return configs
 
 
-# --------------------------------------------------------------------------- one run
-
-
-@lru_cache(maxsize=2)
-def real_dataset(name: str, data_root: str | None):
-    """The whole real dataset, loaded once per process."""
-    return load_dataset(name, data_root=data_root)
-
-
-def run(*, data_root: str | None = None, progress: bool | None = None, **c) -> dict:
-    """One run of ``c["experiment"]``: the metrics of its record (curves and scalars), with "status"."""
-    t0 = time.perf_counter()
-    metrics = {"embedding": _run_embedding, "head": _run_head, "teacher_student": _run_teacher_student,
-               "real": _run_real}[c["experiment"]](c, data_root)
-    metrics["status"] = "ok" if metrics.pop("finite") else "diverged"
-    metrics["train_s"] = time.perf_counter() - t0
-    return metrics
-
-
-def _synthetic_start(c: dict):
-    """The attachment and the seed's starting embeddings (the same u0, v0 for every r and experiment)."""
-    att = collapse.balanced_attachment(c["num_classes"], c["samples_per_class"], c["r"])
-    gen = torch.Generator().manual_seed(c["seed"])
-    u0, v0 = collapse.init_embeddings(att, c["dim"], gen)
-    noise = collapse.readout_noise(att.num_samples, c["dim"], c["readout_noise"], gen)
-    return att, u0, v0, noise
-
-
-def _curve_scalars(tr: dict) -> dict:
-    """End-of-run scalars of a trajectory: label distance relative to its start, final and best accuracies."""
-    d = np.asarray(tr["min_label_distance"])
-    out = {"min_label_distance_final_ratio": float(d[-1] / d[0]), "min_label_distance_min_ratio": float(d.min() / d[0])}
-    for key in ("accuracy", "accuracy_noisy", "test_accuracy", "test_accuracy_noisy"):
-        if tr.get(key):
-            out[f"{key}_final"] = tr[key][-1]
-            out[f"{key}_max"] = max(tr[key])
-    return out
-
-
-def _run_embedding(c: dict, data_root) -> dict:
-    """GD through autograd, the hand-written flow (Euler: the same steps; RK4) and the closed form."""
-    att, u0, v0, noise = _synthetic_start(c)
-    kw = dict(mode="none", gamma=c["gamma"], dt=c["dt"], steps=c["steps"], noise=noise)
-    gd = collapse.simulate(att, u0, v0, integrator="gd", **kw)
-    euler = collapse.simulate(att, u0, v0, integrator="euler", record=[c["steps"]], **kw)
-    rk4 = collapse.simulate(att, u0, v0, integrator="rk4", **kw)
-    closed = collapse.closed_form_min_label_distance(att, u0, v0, c["gamma"], gd["t"])
-    r, g, dt = att.r, c["gamma"], c["dt"]
-    fit = dict(t_min=FIT_START_GAMMA_T / g)
-    slow, fast = collapse.slow_rate(r, g), collapse.fast_rate(r, g)
-    closed_arr, rk4_arr = np.asarray(closed), np.asarray(rk4["min_label_distance"])
-    resolvable = closed_arr > 1e-10 * closed_arr[0]  # above float64 rounding of the label positions
-    return {
-        "finite": gd["finite"] and rk4["finite"],
-        "r_effective": r,
-        "slow_rate_theory": slow,
-        "slow_rate_theory_gd": collapse.euler_rate(slow, dt),
-        "slow_rate_small_r": g * r / 2,
-        "slow_rate_fit_gd": collapse.fit_decay_rate(gd["t"], gd["min_label_distance"], **fit),
-        "slow_rate_fit_rk4": collapse.fit_decay_rate(rk4["t"], rk4["min_label_distance"], **fit),
-        "fast_rate_theory": fast,
-        "fast_rate_theory_gd": collapse.euler_rate(fast, dt),
-        "fast_rate_fit_gd": collapse.fit_decay_rate(gd["t"], gd["fast_mode_amplitude"]),
-        "fast_rate_fit_rk4": collapse.fit_decay_rate(rk4["t"], rk4["fast_mode_amplitude"]),
-        "gd_vs_euler_max_abs_diff": max(float((gd[k] - euler[k]).abs().max()) for k in ("u", "v")),
-        "rk4_vs_closed_form_max_rel_diff": float(np.max(np.abs(rk4_arr - closed_arr)[resolvable] / closed_arr[resolvable])),
-        "closed_form_limit_ratio": closed[-1] / closed[0],
-        **_curve_scalars(gd),
-        "curves": {"t": gd["t"], "min_label_distance": gd["min_label_distance"], "accuracy": gd["accuracy"],
-                   "accuracy_noisy": gd["accuracy_noisy"], "fast_mode_amplitude": gd["fast_mode_amplitude"],
-                   "min_label_distance_rk4": rk4["min_label_distance"], "min_label_distance_closed_form": closed},
-    }
-
-
-def _run_head(c: dict, data_root) -> dict:
-    """The head model, integrated with the hand-written flow's Euler step (the steps of gradient descent)."""
-    att, u0, v0, noise = _synthetic_start(c)
-    tr = collapse.simulate(att, u0, v0, collapse.head_start(c["dim"], c["head_init"]), mode=c["mode"], gamma=c["gamma"],
-                           dt=c["dt"], steps=c["steps"], head_rate=c["head_rate"], integrator="euler", noise=noise)
-    out = {"finite": tr["finite"], "r_effective": att.r, **_curve_scalars(tr),
-           "curves": {k: tr[k] for k in ("t", "min_label_distance", "accuracy", "accuracy_noisy")}}
-    if tr["finite"]:
-        du, dv, dW = collapse.flow(tr["u"], tr["v"], att, tr["W"], c["mode"], c["gamma"], c["head_rate"])
-        out["final_speed"] = float(torch.cat([du.flatten(), dv.flatten(), dW.flatten()]).norm())
-        if c["mode"] == "sg":  # without stop-gradient the labels collapse and their span is ill-defined
-            spectrum = collapse.w2_spectrum(tr["W"], tr["v"])
-            out.update(w2_eigenvalues=spectrum["eigenvalues"], w2_mean_direction=spectrum["mean_direction"],
-                       w2_class_min=min(spectrum["class_directions"]), w2_class_max=max(spectrum["class_directions"]))
-    return out
-
-
-def _run_teacher_student(c: dict, data_root) -> dict:
-    att = collapse.balanced_attachment(c["num_classes"], c["samples_per_class"], c["r"])
-    gen = torch.Generator().manual_seed(c["seed"])
-    x, teacher = collapse.teacher_inputs(att, c["input_dim"], c["input_noise"], gen)
-    # A clean test set from the same teacher: how well the student classifies unseen inputs.
-    test = collapse.balanced_attachment(c["num_classes"], c["samples_per_class"], 0.0)
-    x_test = (torch.nn.functional.one_hot(test.labels, c["num_classes"]).to(collapse.DTYPE) @ teacher.T
-              + c["input_noise"] / math.sqrt(c["input_dim"]) * torch.randn(test.num_samples, c["input_dim"], generator=gen,
-                                                                             dtype=collapse.DTYPE))
-    tr = collapse.train_student(x, att, dim=c["dim"], mode=c["mode"], gamma=c["gamma"], dt=c["dt"], steps=c["steps"],
-                                head_init=c["head_init"], head_rate=c["head_rate"], readout_std=c["readout_noise"],
-                                generator=gen, x_test=x_test, y_test=test.labels)
-    return {"finite": tr["finite"], "r_effective": att.r, "num_classes": att.num_classes, **_curve_scalars(tr),
-            "curves": {k: tr[k] for k in ("t", "min_label_distance", "accuracy", "accuracy_noisy", "test_accuracy",
-                                          "test_accuracy_noisy")}}
-
-
-def _run_real(c: dict, data_root) -> dict:
-    ds = real_dataset(c["dataset"], data_root)
-    gen = torch.Generator().manual_seed(c["seed"])
-    idx = torch.randperm(len(ds.y_train), generator=gen)
-    if c["train_subset"]:
-        idx = idx[: c["train_subset"]]
-    x, mean, std, scale = collapse.image_inputs(ds.x_train[idx])
-    x_test = collapse.image_inputs(ds.x_test, mean, std, scale)[0]
-    y = ds.y_train[idx]
-    att = collapse.attachment(y, collapse.random_frustration(y, c["r"], gen), ds.num_classes)
-    tr = collapse.train_student(x, att, dim=c["dim"], mode=c["mode"], gamma=c["gamma"], dt=c["dt"], steps=c["steps"],
-                                head_init=c["head_init"], head_rate=c["head_rate"], readout_std=c["readout_noise"],
-                                generator=gen, x_test=x_test, y_test=ds.y_test)
-    return {"finite": tr["finite"], "r_effective": att.r, "num_classes": att.num_classes, "train_images": len(y),
-            **_curve_scalars(tr),
-            "curves": {k: tr[k] for k in ("t", "min_label_distance", "accuracy", "accuracy_noisy", "test_accuracy",
-                                          "test_accuracy_noisy")}}
-
-
 # --------------------------------------------------------------------------- frames
+
+
+def _factors(c: dict) -> dict:
+    """What tells runs apart in the tables: experiment, mode ("none": no head), r, seed, head_rate (NaN: no head)."""
+    no_head = c.get("mode") is None  # fields an experiment does not read are None (records before 2: absent)
+    return dict(experiment=c["experiment"], mode="none" if no_head else c["mode"], r=c["r"], seed=c["seed"],
+                head_rate=np.nan if no_head else c["head_rate"])
 
 
 def runs_frame(records: list[dict]) -> pd.DataFrame:
@@ -263,8 +126,7 @@ def runs_frame(records: list[dict]) -> pd.DataFrame:
     rows = []
     for rec in records:
         c, m = rec["config"], rec["metrics"]
-        row = dict(run_id=rec["run_id"], status=rec["status"], experiment=c["experiment"], dataset=c["dataset"],
-                   mode=c.get("mode", "none"), r=c["r"], seed=c["seed"], head_rate=c.get("head_rate", np.nan))
+        row = dict(run_id=rec["run_id"], status=rec["status"], dataset=c["dataset"], **_factors(c))
         row.update({k: v for k, v in m.items() if not isinstance(v, (list, dict))})
         row["w2_eigenvalues"] = m.get("w2_eigenvalues")
         rows.append(row)
@@ -282,9 +144,8 @@ def curves_frame(records: list[dict]) -> pd.DataFrame:
         for metric, values in curves.items():
             if metric == "t":
                 continue
-            frames.append(pd.DataFrame(dict(run_id=rec["run_id"], experiment=c["experiment"], mode=c.get("mode", "none"),
-                                            r=c["r"], seed=c["seed"], head_rate=c.get("head_rate", np.nan),
-                                            metric=metric, t=t[: len(values)], value=values)))
+            frames.append(pd.DataFrame(dict(run_id=rec["run_id"], **_factors(c), metric=metric, t=t[: len(values)],
+                                            value=values)))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
