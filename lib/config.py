@@ -62,7 +62,7 @@ def _plain(value: Any) -> Any:
 
 
 def config_class(train_fn: Callable) -> type | None:
-    """The config class a training function takes (its ``config`` annotation); None for keyword-style ones."""
+    """The config class a training function takes (its ``config`` annotation); None if it takes none."""
     try:
         hints = typing.get_type_hints(train_fn)
     except Exception:  # an annotation that does not resolve: not a typed training function
@@ -71,19 +71,17 @@ def config_class(train_fn: Callable) -> type | None:
     return cls if isinstance(cls, type) and dataclasses.is_dataclass(cls) else None
 
 
-def build(train_fn: Callable, values: dict, *, legacy: bool = False) -> Any:
+def build(train_fn: Callable, values: dict, *, legacy: bool = False) -> Config:
     """The config ``train_fn`` takes, from its record form (``legacy``: from an earlier schema)."""
     cls = config_class(train_fn)
     if cls is None:
-        return dict(values)
+        raise TypeError(f"{getattr(train_fn, '__qualname__', train_fn)} is not a training function: "
+                        "its first parameter must be `config`, annotated with a Config class")
     return (cls.from_legacy if legacy else cls.from_dict)(dict(values))
 
 
-def call(train_fn: Callable, config: Any, **options) -> dict:
-    """Train one run: ``train_fn(config, **options)`` for a typed function (a dict config is built
-    into its class first); the keyword style ``train_fn(**config, **options)`` otherwise."""
-    if config_class(train_fn) is None:
-        return train_fn(**as_dict(config), **options)
+def call(train_fn: Callable, config: Config | dict, **options) -> dict:
+    """Train one run: ``train_fn(config, **options)``; a config in its record form is built first."""
     if isinstance(config, dict):
         config = build(train_fn, config)
     return train_fn(config, **options)

@@ -11,6 +11,7 @@ seeds one by one only for what that is for, and says so in each record's ``extra
 """
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import time
@@ -34,7 +35,9 @@ def run_one(train_fn: Callable, config, data_root: str | None,
     started_at = utc_now()
     t0 = time.perf_counter()
     try:
-        on_device = {"device": device} if device != "cpu" else {}  # train functions default to the CPU
+        # CFF takes the device as an argument; a method whose config holds it (SSL) ignores the sweep's.
+        takes_device = "device" in inspect.signature(train_fn).parameters
+        on_device = {"device": device} if device != "cpu" and takes_device else {}
         metrics = dict(call(train_fn, config, data_root=data_root, progress=False, **on_device))
     except Exception:  # recorded as "failed" and retried by the next sweep
         return "failed", {}, {"started_at": started_at, "wall_s": time.perf_counter() - t0}, traceback.format_exc()

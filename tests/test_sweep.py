@@ -1,4 +1,5 @@
 """The dispatcher: resume after a kill, failures recorded and retried, parallel workers."""
+import dataclasses
 import json
 import os
 import signal
@@ -12,6 +13,7 @@ import pandas as pd
 import pytest
 
 from lib.cff import CFFConfig, train_cff
+from lib.config import Config
 from lib.results import ResultsStore
 from lib.sweep import run_sweep
 
@@ -175,3 +177,25 @@ def test_every_record_carries_the_command_that_reproduces_it(tmp_path):
         rerun = json.loads(output)
         assert rerun["top1"] == record["metrics"]["top1"]
         assert rerun["curves"] == record["metrics"]["curves"]
+
+
+def test_a_gpu_sweep_passes_its_device_only_to_a_method_that_takes_it():
+    """CFF takes ``device=``; SSL holds the device in its config and must not be handed a second one."""
+    from lib.sweep import run_one
+
+    assert run_one(_takes_device, {"seed": 0}, None, "cuda")[1]["device"] == "cuda"
+    status, _, _, error = run_one(_holds_device, {"seed": 0}, None, "cuda")
+    assert (status, error) == ("ok", None)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Seed(Config):
+    seed: int = 0
+
+
+def _takes_device(config: _Seed, *, data_root=None, progress=None, device="cpu") -> dict:
+    return {"status": "ok", "device": device}
+
+
+def _holds_device(config: _Seed, *, data_root=None, progress=None) -> dict:
+    return {"status": "ok"}
