@@ -68,6 +68,7 @@ probe_epochs: Optional[int] = None  # linear-probe epochs [code: 50]
 workers: Optional[int] = None  # runs in parallel processes; the cores are divided among them
 device: str = "auto"  # auto | cpu | cuda: on a GPU the seeds of a cell train as one batched model
 results_dir: str = "results"  # records and tables go here (relative to the project root)
+variant: Optional[str] = None  # None: the profile's own parameters write its canonical results; any other value of a parameter writes a variant under results/variants/<variant>/, named after the overrides unless named here
 force: bool = False  # re-run configs that already have a finished record
 
 # %%
@@ -77,24 +78,19 @@ import pandas as pd
 import seaborn as sns
 from IPython.display import Markdown, display
 
-from lib import PROJECT_ROOT
 from lib.cff import train_cff
-from lib.results import ResultsStore
+from lib.notebook import setup
 from lib.studies import common
 from lib.studies.common import plot_ratio_with_ci
 from lib.studies import cross_dataset as study
 from lib.sweep import run_sweep
 
-settings = study.resolve(dict(globals()))  # checks every parameter before any compute
-sources, skipped = study.check_data(settings, data_root)  # a missing dataset fails here, before any run
-configs = study.plan(settings)
-store = ResultsStore(PROJECT_ROOT / results_dir, study.STUDY, settings["profile"])
-sns.set_theme(style="whitegrid", context="notebook")
-pd.set_option("display.precision", 3)
-pd.set_option("display.max_colwidth", None)  # verdicts are sentences: never cut them
+nb = setup(study, globals())  # checks every parameter and loads the data before any compute; says where results go
+settings, configs, store = nb.settings, nb.configs, nb.store
+sources, skipped = nb.checked_data  # study.check_data: the datasets found, and those skipped with the reason
 display(Markdown(
-    f"**Profile** `{settings['profile']}`: {len(configs)} runs ({len(settings['available'])} datasets x "
-    f"{len(settings['margin_modes'])} arms x {settings['seeds']} seeds), stabiliser `{settings['stabilizer']}`, "
+    f"{len(settings['available'])} datasets x "
+    f"{len(settings['margin_modes'])} arms x {settings['seeds']} seeds, stabiliser `{settings['stabilizer']}`, "
     f"L={settings['layers']}, E={settings['width']}, {settings['epochs']} epochs, batch {settings['batch_size']}.  \n"
     + "".join(f"- `{e}`: {info['source']}"
               + (f" — stand-in for {study.NAMES.get(study.like(e), study.like(e))}"

@@ -70,6 +70,7 @@ probe_epochs: Optional[int] = None  # linear-probe epochs [code: 50]
 workers: Optional[int] = None  # runs in parallel processes; the cores are divided among them
 device: str = "auto"  # auto | cpu | cuda: on a GPU the seeds of a cell train as one batched model
 results_dir: str = "results"  # records and tables go here (relative to the project root)
+variant: Optional[str] = None  # None: the profile's own parameters write its canonical results; any other value of a parameter writes a variant under results/variants/<variant>/, named after the overrides unless named here
 force: bool = False  # re-run configs that already have a finished record
 
 # %%
@@ -80,30 +81,24 @@ import seaborn as sns
 import torch
 from IPython.display import Markdown, display
 
-from lib import PROJECT_ROOT
 from lib.augment import distort
 from lib.cff import get_dataset, train_cff
-from lib.results import ResultsStore
+from lib.notebook import setup
 from lib.studies import common
 from lib.studies.common import plot_ratio_with_ci
 from lib.studies import difficulty_sweep as study
 from lib.sweep import run_sweep
 
-settings = study.resolve(dict(globals()))  # checks every parameter before any compute
-configs = study.plan(settings)
-store = ResultsStore(PROJECT_ROOT / results_dir, study.STUDY, settings["profile"])
-ds = get_dataset(configs[0], data_root)  # fails here, before any run, if the data is missing
+nb = setup(study, globals())  # checks every parameter and loads the data before any compute; says where results go
+settings, configs, store = nb.settings, nb.configs, nb.store
+ds = get_dataset(configs[0], data_root)
 chance = 100 / ds.num_classes
 stand_in = None if settings["dataset"] == "svhn" else settings["dataset"]
-sns.set_theme(style="whitegrid", context="notebook")
-pd.set_option("display.precision", 3)
-pd.set_option("display.max_colwidth", None)  # verdicts are sentences: never cut them
 display(Markdown(
-    f"**Profile** `{settings['profile']}` on `{settings['dataset']}` {settings['dataset_options'] or ''}"
-    + (" — **a stand-in for SVHN**" if stand_in else "")
-    + f": knob `{settings['knob']}` at levels {settings['levels']}, {len(configs)} runs ({settings['seeds']} seeds "
+    (f"`{settings['dataset']}` is **a stand-in for SVHN**. " if stand_in else "")
+    + f"Knob `{settings['knob']}` at levels {settings['levels']} ({settings['seeds']} seeds "
     f"per arm and level), stabiliser `{settings['stabilizer']}`, L={settings['layers']}, E={settings['width']}, "
-    f"{settings['epochs']} epochs, batch {settings['batch_size']}. Data: {ds.source}; chance {chance:.0f}%."))
+    f"{settings['epochs']} epochs, batch {settings['batch_size']}; chance {chance:.0f}%."))
 
 # %% [markdown]
 # ## What the knob does to a training view
