@@ -42,7 +42,7 @@ DERIVED_NAME_MAX = 80  # a longer derived name is cut and ends with a hash of th
 INJECTED_CELL = "# Parameters"  # the first line of the cell papermill injects with the -p values
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _parameters_cell(notebook: str) -> dict:
     import papermill
 

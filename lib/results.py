@@ -488,7 +488,7 @@ class ResultsStore:
 
     # ---- writing
 
-    def copy_finished(self, source: "ResultsStore", configs: Iterable[Any]) -> list[str]:
+    def copy_finished(self, source: ResultsStore, configs: Iterable[Any]) -> list[str]:
         """Copy the finished records of ``configs`` that ``source`` holds and this store lacks (a variant
         reusing the canonical runs it shares); the run ids copied. The files are copied byte for byte."""
         copied = []

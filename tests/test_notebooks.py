@@ -13,8 +13,15 @@ from lib import PROJECT_ROOT
 from lib.notebook import notebook_defaults
 from lib.params import ParameterError
 from lib.run_all import notebooks
-from lib.studies import cross_dataset, difficulty_sweep, embedding_norms, find_study, flatnce_batch, margin_factorial
-from lib.studies import stop_gradient
+from lib.studies import (
+    cross_dataset,
+    difficulty_sweep,
+    embedding_norms,
+    find_study,
+    flatnce_batch,
+    margin_factorial,
+    stop_gradient,
+)
 
 NOTEBOOKS = notebooks()
 NOTEBOOK_01 = "01_margin_factorial"

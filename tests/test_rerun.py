@@ -9,13 +9,20 @@ from lib.data import DATASETS
 
 SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
 EMBEDDED = ("shapes", "digits")  # generated, or shipped with scikit-learn: no data folder needed
-SAMPLE = [path for store in sorted((PROJECT_ROOT / "results" / "runs").glob("*/*"))
-          for path in (lambda files: files[:1] + files[-1:])(sorted(store.glob("*.json")))]
+STORES = sorted((PROJECT_ROOT / "results" / "runs").glob("*/*"))
+
+
+def _first_and_last(store):
+    files = sorted(store.glob("*.json"))
+    return files[:1] + files[-1:]
+
+
+SAMPLE = [path for store in STORES for path in _first_and_last(store)]
 
 
 def test_the_sample_covers_every_shipped_study_and_profile():
     stores = {p.parent for p in SAMPLE}
-    assert len(stores) == len(list((PROJECT_ROOT / "results" / "runs").glob("*/*"))) >= 11
+    assert len(stores) == len(STORES) >= 11
 
 
 @pytest.mark.parametrize("record", SAMPLE, ids=lambda p: f"{p.parts[-3]}/{p.parts[-2]}/{p.stem[:6]}")

@@ -5,7 +5,7 @@ import shutil
 import pytest
 
 from lib import PROJECT_ROOT, dispatch, run_all
-from lib.notebook import (check_variant, derive_name, injected_names, notebook_defaults, open_store, variant_of)
+from lib.notebook import check_variant, derive_name, injected_names, notebook_defaults, open_store, variant_of
 from lib.params import ParameterError
 from lib.rerun import load_train_function, train_function_name
 from lib.studies import STUDIES, StudyModule, find_study

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Callable, Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
 
 from lib.cff import train_cff
 from lib.norms import train_norms
 from lib.params import ParameterError
 from lib.ssl import train_simclr
-from lib.studies import (cross_dataset, difficulty_sweep, embedding_norms, flatnce_batch, margin_factorial,
-                         stop_gradient)
+from lib.studies import cross_dataset, difficulty_sweep, embedding_norms, flatnce_batch, margin_factorial, stop_gradient
 
 
 @runtime_checkable
