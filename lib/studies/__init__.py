@@ -7,9 +7,9 @@ settings (before any compute), settings into run configs, and collected records 
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from lib.cff import train_cff
