@@ -1,5 +1,6 @@
 """Results store: one JSON record per training run, written atomically, plus one CSV table
-per (study, profile).
+per (study, profile). It is one long module because the record schema, the run id's hashing and the
+atomic writes are one contract, documented here together.
 
 Layout under a results ``root``::
 
