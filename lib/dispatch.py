@@ -9,8 +9,13 @@
 A study's *plan* is every run its notebook's parameters imply (the notebook's defaults, the
 profile, and ``-p name value`` overrides, as papermill would pass them), minus the runs that
 already have a finished record. The plan is checked by the notebook's own validator, so a bad
-value fails here, before anything is submitted. Re-submitting after any failure (a crashed run,
-a killed pool, a cancelled array) runs exactly what is missing.
+value or an unknown parameter name fails here, before anything is submitted. Re-submitting after any
+failure (a crashed run, a killed pool, a cancelled array) runs exactly what is missing.
+
+Overrides that change the profile's settings write a variant, by the notebook's own rule
+(``lib.notebook.variant_of``): ``-p m0 0.3`` writes ``results/variants/m0-0.3/``, ``--variant NAME``
+names it; the shipped results are never written. A variant's plan copies the records of the runs
+it shares with the canonical results (also on ``--dry-run``; the variant folder is git-ignored).
 
 Backends:
 
@@ -32,60 +37,19 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Callable
 
-import papermill
 import submitit
 
 from lib import PROJECT_ROOT, params
-from lib.cff import train_cff
-from lib.config import as_dict
-from lib.data import get_dataset
+from lib.notebook import check_names, load_datasets, notebook_defaults, open_store, relative, variant_of
 from lib.params import PROFILE_NAMES, ParameterError
 from lib.results import FINISHED_STATUSES, ResultsStore
-from lib.ssl import train_ssl
-from lib.studies import (cross_dataset, difficulty_sweep, embedding_norms, flatnce_batch, margin_factorial,
-                         stop_gradient)
+from lib.studies import STUDIES, Study, find_study
 from lib.sweep import RecordRun, run_sweep
 
 BACKENDS = ("local", "slurm")
 SUBMITIT_CLUSTERS = ("slurm", "local")
-
-
-@dataclass(frozen=True)
-class Study:
-    """What the dispatcher needs of one notebook: its study module and the function that trains one run."""
-
-    notebook: str  # file stem under notebooks/
-    module: ModuleType  # resolve(p) -> settings, plan(settings) -> configs, sweep_options(settings), STUDY
-    train_fn: Callable[..., dict]
-    check_data: Callable | None = None  # check_data(settings, data_root): loads the data, may narrow the plan
-
-
-STUDIES = {
-    "01": Study("01_margin_factorial", margin_factorial, train_cff),
-    "02": Study("02_cross_dataset_reversal", cross_dataset, train_cff, cross_dataset.check_data),
-    "03": Study("03_difficulty_sweep", difficulty_sweep, train_cff),
-    "04": Study("04_embedding_norms", embedding_norms, train_ssl),
-    "05": Study("05_flatnce_batch_size", flatnce_batch, train_ssl),
-    "06": Study("06_stop_gradient_collapse", stop_gradient, stop_gradient.TRAIN),
-}
-
-
-def find_study(name: str) -> Study:
-    """The study named by its number (``01``), its notebook (``01_margin_factorial``) or its study name."""
-    for key, study in STUDIES.items():
-        if name in (key, study.notebook, study.module.STUDY):
-            return study
-    raise ParameterError(f"study={name!r} is not allowed: one of {', '.join(STUDIES)} "
-                         f"(or a notebook name: {', '.join(s.notebook for s in STUDIES.values())})")
-
-
-def notebook_defaults(study: Study) -> dict:
-    """The notebook's ``parameters`` cell as a dict of values (papermill reads it; every default is a literal)."""
-    inspected = papermill.inspect_notebook(str(PROJECT_ROOT / "notebooks" / f"{study.notebook}.ipynb"))
-    return {name: ast.literal_eval(p["default"]) for name, p in inspected.items()}
 
 
 @dataclass
@@ -98,51 +62,48 @@ class Plan:
     configs: list[dict]  # every run, in the notebook's order
     missing: list[dict] = field(default_factory=list)  # runs without a finished record (all with force)
     data_root: str | None = None
+    variant: str | None = None  # None: the profile's canonical results (lib.notebook.variant_of)
 
     @property
     def train_fn(self) -> Callable[..., dict]:
         return self.study.train_fn
 
     def summary(self) -> str:
-        return (f"{self.study.notebook} [{self.store.profile}]: {len(self.configs)} runs, "
+        writes = f"variant {self.variant}" if self.variant else "canonical"
+        return (f"{self.study.notebook} [{self.store.profile}, {writes}: {relative(self.store.runs_dir)}]: {len(self.configs)} runs, "
                 f"{len(self.configs) - len(self.missing)} recorded, {len(self.missing)} to run")
 
 
+RESERVED = ("profile", "data_root", "results_dir", "variant")  # notebook parameters with their own argument
+
+
 def make_plan(study: str | Study, *, profile: str = "quick", parameters: dict | None = None,
-              data_root: str | None = None, results_dir: str = "results") -> Plan:
-    """Check a study's parameters as its notebook would and list its runs (no training happens here)."""
+              data_root: str | None = None, results_dir: str = "results", variant: str | None = None) -> Plan:
+    """Check a study's parameters as its notebook would and list its runs (no training happens here).
+
+    Parameters that differ from the profile's own make the plan write a variant, as the notebook would
+    (``lib.notebook.variant_of``); a variant reuses the canonical runs it shares by copying their records.
+    """
     study = study if isinstance(study, Study) else find_study(study)
     if profile not in PROFILE_NAMES:
         raise ParameterError(f"profile={profile!r} is not allowed: one of {', '.join(PROFILE_NAMES)}")
-    defaults = notebook_defaults(study)
-    reserved = sorted({"profile", "data_root", "results_dir"} & set(parameters or {}))
+    parameters = dict(parameters or {})
+    reserved = sorted(set(RESERVED) & set(parameters))
     if reserved:
-        raise ParameterError(f"parameter {reserved[0]} is set by its own argument (profile=, data_root=, results_dir=)")
-    unknown = sorted(set(parameters or {}) - set(defaults))
-    if unknown:
-        raise ParameterError(f"{study.notebook} has no parameter {', '.join(unknown)}; "
-                             f"its parameters: {', '.join(sorted(defaults))}")
-    p = {**defaults, **(parameters or {}), "profile": profile, "data_root": data_root, "results_dir": results_dir}
+        raise ParameterError(f"parameter {reserved[0]} is set by its own argument ({', '.join(RESERVED)})")
+    check_names(study, parameters)
+    p = {**notebook_defaults(study), **parameters, "profile": profile, "data_root": data_root,
+         "results_dir": results_dir, "variant": variant}
     settings = study.module.resolve(p)
+    variant, _ = variant_of(study, p, settings)
     if study.check_data is not None:
         study.check_data(settings, data_root)
     configs = study.module.plan(settings)
-    store = ResultsStore(PROJECT_ROOT / results_dir, study.module.STUDY, settings["profile"])
+    store, _ = open_store(study, settings, configs, results_dir, variant)
     unique = {store.run_id(c): c for c in configs}
     missing = [c for c in unique.values() if settings.get("force") or not store.is_finished(c)]
     load_datasets(missing, data_root)
-    return Plan(study, settings, store, configs, missing, data_root)
-
-
-def load_datasets(configs: list[dict], data_root: str | None) -> None:
-    """Load each dataset the runs name (and their unseen sets), so that a missing one fails here, not on a node."""
-    seen = set()
-    for config in map(as_dict, configs):
-        for spec in [config, *[o for o in config.get("ood", []) if isinstance(o, dict)]]:
-            key = (spec.get("dataset"), repr(spec.get("dataset_options")))
-            if "dataset_options" in spec and key not in seen:
-                seen.add(key)
-                get_dataset(spec["dataset"], spec["dataset_options"], data_root)
+    return Plan(study, settings, store, configs, missing, data_root, variant)
 
 
 # ------------------------------------------------------------------------------- local
@@ -232,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="a notebook parameter, as papermill's -p")
     parser.add_argument("--data-root", help="folder of <name>.npz arrays (else $DATA_ROOT, then torchvision's cache)")
     parser.add_argument("--results-dir", default="results", help="relative to the project root")
+    parser.add_argument("--variant", help="name of the variant the runs write (default: derived from the -p overrides)")
     parser.add_argument("--backend", default="local", choices=BACKENDS)
     parser.add_argument("--dry-run", action="store_true", help="print the plan and exit")
     local = parser.add_argument_group("local")
@@ -251,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     data_root = str(Path(args.data_root).resolve()) if args.data_root else None
     try:
         plan = make_plan(args.study, profile=args.profile, data_root=data_root, results_dir=args.results_dir,
-                         parameters={name: parse_value(value) for name, value in args.parameter})
+                         parameters={name: parse_value(value) for name, value in args.parameter}, variant=args.variant)
     except ParameterError as err:
         parser.error(str(err))
     print(plan.summary(), flush=True)
@@ -262,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         failed = sum(r is None or r["status"] not in FINISHED_STATUSES for r in records)
         print(f"{len(records) - failed} runs recorded, {failed} failed (re-run this command to retry them)")
         return 1 if failed else 0
-    name = f"{plan.study.notebook}_{plan.store.profile}"
+    name = f"{plan.study.notebook}_{plan.store.profile}" + (f"_{plan.variant}" if plan.variant else "")
     folder = Path(args.log_dir) if args.log_dir else PROJECT_ROOT / ".submitit" / name
     executor = slurm_executor(folder, name=name, cluster=args.submitit_cluster, timeout_min=args.timeout_min,
                               cpus_per_task=args.cpus_per_task, gpus_per_node=args.gpus_per_node, mem_gb=args.mem_gb,

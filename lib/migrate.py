@@ -48,7 +48,7 @@ def upgrader(default_train: str):
 
 def migrate(results_dir: str | Path = "results") -> dict[str, int]:
     """Migrate every study's records under ``results_dir``; the number rewritten per store."""
-    from lib.dispatch import STUDIES
+    from lib.studies import STUDIES
 
     root = PROJECT_ROOT / results_dir
     counts = {}

@@ -7,8 +7,10 @@ For each rendered notebook ``results/notebooks/<study>_<profile>.ipynb`` the pag
 paper-vs-reproduced table (``results/tables/<study>_<profile>_paper_vs_reproduced.csv``: our number,
 theirs, the evidence tag, the verdict), its key figure (the image output of the cell tagged
 ``key-figure``, else the notebook's first image, written to ``results/figures/``), where it came
-from (profile, datasets, git commit of its runs) and links to the rendered notebook. The page is
-static HTML with relative links and no script, so it opens from a file system or any web server.
+from (profile, datasets, git commit of its runs) and links to the rendered notebook. Variants (runs
+with other parameters than their profile's, under ``results/variants/<variant>/``) are not the
+project's results: they are listed after every study, in a section of their own, with links to their
+renders. The page is static HTML with relative links and no script, so it opens from a file system or any web server.
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ import nbformat
 import pandas as pd
 
 from lib import PROJECT_ROOT
-from lib.results import atomic_write_text
+from lib.results import VARIANTS_DIR, atomic_write_text
 
 RENDERED = re.compile(r"^(?P<study>\d\d_[a-z0-9_]+?)_(?P<profile>smoke|quick|cpu|paper)$")
 PROFILE_ORDER = ("paper", "cpu", "quick", "smoke")  # the strongest evidence first
@@ -46,6 +48,34 @@ def rendered_notebooks(results: Path) -> list[tuple[str, str, Path]]:
         if match:
             found.append((match["study"], match["profile"], path))
     return sorted(found, key=lambda f: (f[0], PROFILE_ORDER.index(f[1])))
+
+
+def variant_renders(results: Path) -> list[tuple[str, str, str, Path]]:
+    """(variant, study, profile, path) of every rendered notebook of a variant, by variant and study."""
+    found = []
+    for path in (results / VARIANTS_DIR).glob("*/notebooks/*.ipynb"):
+        match = RENDERED.match(path.stem)
+        if match:
+            found.append((path.parents[1].name, match["study"], match["profile"], path))
+    return sorted(found, key=lambda f: (f[0], f[1], PROFILE_ORDER.index(f[2])))
+
+
+def variants_section(results: Path) -> str:
+    """The variants, apart from the studies' results: one row each, linking its render."""
+    rows = []
+    for variant, study, profile, notebook in variant_renders(results):
+        meta = provenance(notebook.parents[1], study, profile)
+        link = notebook.with_suffix(".html") if notebook.with_suffix(".html").exists() else notebook
+        rows.append(f"<tr><td>{html.escape(variant)}</td><td>{html.escape(study)}</td><td>{profile}</td>"
+                    f"<td>{meta.get('runs', '')}</td>"
+                    f'<td><a href="{html.escape(link.relative_to(results).as_posix())}">{html.escape(link.name)}</a></td></tr>')
+    if not rows:
+        return ""
+    return ('<h2 id="variants">Variants: experiments with other parameters, not the shipped results</h2>\n'
+            f'<p class="meta">Runs whose parameters differ from their profile\'s, written under '
+            f'<code>{VARIANTS_DIR}/&lt;variant&gt;/</code> (not versioned). Their verdicts are in their renders.</p>\n'
+            "<table><tr><th>variant</th><th>study</th><th>profile</th><th>runs</th><th>render</th></tr>"
+            + "".join(rows) + "</table>")
 
 
 def key_figure(notebook: Path, out: Path) -> Path | None:
@@ -120,6 +150,10 @@ def write_index(results_dir: str | Path = "results") -> Path:
     found = rendered_notebooks(results)
     contents = "".join(f'<li><a href="#{s}_{p}">{html.escape(s)} · {p}</a></li>' for s, p, _ in found)
     body = "\n".join(section(results, s, p, nb) for s, p, nb in found) or "<p>No rendered notebooks yet.</p>"
+    variants = variants_section(results)
+    if variants:  # after every study's results, never among them
+        contents += '<li><a href="#variants">variants (not the shipped results)</a></li>'
+        body += "\n" + variants
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>Contrastive training dynamics: paper vs reproduced</title>
 <style>{STYLE}</style></head>

@@ -2,10 +2,13 @@
 
     python -m lib.rerun results/runs/01_margin_factorial/cpu/3f2a....json   # from a record
     python -m lib.rerun --train lib.cff.train_cff --config '{"seed": 0, ...}' --data-root ../shared/data
+    python -m lib.rerun --check results/runs/01_margin_factorial/cpu/3f2a....json --data-root ../shared/data
 
 The run's metrics are printed as JSON; nothing is written to the results store. For the numbers to
 match, check out the record's ``environment.git_commit`` first (a record with ``git_dirty`` true was
 made from uncommitted code). ``--data-root`` is a property of the machine, not of the run.
+``--check`` trains nothing: it builds the run's typed config (``lib.config.build``) and loads the data
+it names, so that it shows in seconds whether the record would re-run here.
 """
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ import shlex
 import sys
 from typing import Callable
 
-from lib.config import as_dict, call
+from lib.config import as_dict, build, call
 
 
 def train_function_name(train_fn: Callable) -> str:
@@ -38,12 +41,23 @@ def load_train_function(name: str) -> Callable:
     return getattr(importlib.import_module(module), function)
 
 
+def check(train_fn: Callable, config: dict, data_root: str | None = None) -> str:
+    """Build ``config`` for ``train_fn`` and load the datasets it names, training nothing; a one-line summary."""
+    from lib.notebook import load_datasets  # the registry behind it imports the training modules
+
+    typed = build(train_fn, config)
+    sources = load_datasets([typed], data_root)
+    data = "; ".join(f"{label}: {source}" for label, source in sources.items()) or "no dataset"
+    return f"ok: {train_function_name(train_fn)}({type(typed).__name__}); data {data}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("record", nargs="?", help="a run record (JSON); its train function and config are used")
     parser.add_argument("--train", help="module.function that trains one run, e.g. lib.cff.train_cff")
     parser.add_argument("--config", help="the run's config as JSON")
     parser.add_argument("--data-root", help="folder of <name>.npz arrays (else $DATA_ROOT, then torchvision's cache)")
+    parser.add_argument("--check", action="store_true", help="build the config and load its data; train nothing")
     args = parser.parse_args(argv)
     if args.record:
         record = json.loads(open(args.record, encoding="utf-8").read())
@@ -54,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
         train, config = args.train, json.loads(args.config)
     else:
         parser.error("give a record file, or --train and --config")
+    if args.check:
+        print(check(load_train_function(train), config, args.data_root))
+        return 0
     metrics = call(load_train_function(train), config, data_root=args.data_root, progress=False)
     print(json.dumps(metrics, default=str, indent=1))
     return 0

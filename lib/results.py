@@ -1,10 +1,17 @@
 """Results store: one JSON record per training run, written atomically, plus one CSV table
-per (study, profile).
+per (study, profile). It is one long module because the record schema, the run id's hashing and the
+atomic writes are one contract, documented here together.
 
 Layout under a results ``root``::
 
     <root>/runs/<study>/<profile>/<run_id>.json     one record per run
     <root>/tables/<study>_<profile>.csv             the collected table (``write_table``)
+
+A profile's canonical results are the runs of its own parameters, under the results folder itself; a
+run with any parameter overridden belongs to a named *variant* (``lib.notebook.variant_of``), whose
+store has the same layout under ``<results>/variants/<variant>/`` (``variant_root``) and never
+writes a canonical path. A variant reuses a run the canonical store has by copying its record
+(``copy_finished``).
 
 A run is identified by its config (a typed config of ``lib.config`` or its dict form):
 ``run_id = config_hash(config)``, the first 16 hex chars of the SHA-256 of ``config_json(config)``. Study and profile are not part of the hash; they
@@ -120,6 +127,7 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
 _NONFINITE_TO_STR = {math.inf: "inf", -math.inf: "-inf"}
 _STR_TO_NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 _LIB_DIR = Path(__file__).resolve().parent
+VARIANTS_DIR = "variants"  # <results>/variants/<variant>/: a user's experiments, apart from the shipped results
 
 
 class ResultsStoreError(RuntimeError):
@@ -381,6 +389,11 @@ def _check_name(kind: str, value: str) -> str:
     return value
 
 
+def variant_root(results: os.PathLike | str, variant: str | None) -> Path:
+    """The root of a variant's store under the results folder ``results``; ``results`` itself for the canonical one."""
+    return Path(results) if variant is None else Path(results) / VARIANTS_DIR / _check_name("variant", variant)
+
+
 def _is_scalar(v: Any) -> bool:
     return not isinstance(v, (list, dict))
 
@@ -475,6 +488,17 @@ class ResultsStore:
         return sorted(out, key=lambda r: r["run_id"])
 
     # ---- writing
+
+    def copy_finished(self, source: ResultsStore, configs: Iterable[Any]) -> list[str]:
+        """Copy the finished records of ``configs`` that ``source`` holds and this store lacks (a variant
+        reusing the canonical runs it shares); the run ids copied. The files are copied byte for byte."""
+        copied = []
+        for config in configs:
+            run_id = self.run_id(config)
+            if run_id not in copied and not self.is_finished(config) and source.is_finished(config):
+                atomic_write_text(self.path(run_id), source.path(run_id).read_text(encoding="utf-8"))
+                copied.append(run_id)
+        return copied
 
     def remove_stale_temp_files(self) -> list[Path]:
         """Delete the temp files of writers on this host that were killed mid-write (module docstring)."""

@@ -2,16 +2,27 @@
 
     python -m lib.run_all                      # every notebook, quick profile, embedded data
     python -m lib.run_all --profile cpu --data-root ../shared/data --only 01
+    python -m lib.run_all --only 01 -p seeds 3 -p m0 0.3        # a variant: results/variants/m0-0.3_seeds-3/
 
 Rendered notebooks go to results/notebooks/<notebook>_<profile>.{ipynb,html}; each notebook writes
-its own records and tables under results/. The job ends by writing results/index.html, every
-study's paper-vs-reproduced verdicts on one page (lib.report).
+its own records and tables under results/. Parameters that change a profile's settings (``-p``) make
+a variant, by the notebooks' own rule (``lib.notebook.variant_of``; ``--variant`` names it): its
+records, tables and renders go under results/variants/<variant>/ and the shipped ones are not touched.
+Every parameter name is checked against each selected notebook before anything runs.
+
+A notebook is executed into a temporary file and moved into place with its HTML only when it
+succeeded, so a failed run never replaces a good render: it is kept in <renders>/failed/, where the
+report does not look, the job goes on with the other notebooks and exits non-zero, naming each
+failure. The job ends by writing results/index.html (lib.report).
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
@@ -19,10 +30,15 @@ import papermill
 from nbconvert import HTMLExporter
 
 from lib import PROJECT_ROOT
-from lib.params import PROFILE_NAMES
+from lib.dispatch import RESERVED, parse_value
+from lib.notebook import check_names, notebook_defaults, relative, variant_of
+from lib.params import PROFILE_NAMES, ParameterError
 from lib.report import write_index
+from lib.results import variant_root
+from lib.studies import STUDIES, Study
 
 NOTEBOOKS = PROJECT_ROOT / "notebooks"
+FAILED = "failed"  # <renders>/failed/: failed executions, kept for reading, never shown by the report
 
 
 def notebooks(only: list[str] | None = None) -> list[Path]:
@@ -33,19 +49,57 @@ def notebooks(only: list[str] | None = None) -> list[Path]:
     return found
 
 
+@dataclass(frozen=True)
+class Job:
+    """One notebook to render: its parameters as papermill passes them, and where its render goes."""
+
+    notebook: Path
+    parameters: dict
+    output_dir: Path
+    variant: str | None
+
+
+def plan_job(study: Study, *, profile: str, results_dir: str, parameters: dict, variant: str | None = None,
+             data_root: str | None = None) -> Job:
+    """Check the parameters as the notebook will (names, values) and decide canonical or variant. No compute."""
+    reserved = sorted(set(RESERVED) & set(parameters))
+    if reserved:
+        raise ParameterError(f"parameter {reserved[0]} is set by its own option ({', '.join(RESERVED)})")
+    check_names(study, parameters)
+    given = {**parameters, "profile": profile, "results_dir": results_dir,
+             **({"variant": variant} if variant is not None else {}),
+             **({"data_root": data_root} if data_root is not None else {})}
+    p = {**notebook_defaults(study), **given}
+    name, _ = variant_of(study, p, study.module.resolve(p))
+    output_dir = variant_root(PROJECT_ROOT / results_dir, name) / "notebooks"
+    return Job(NOTEBOOKS / f"{study.notebook}.ipynb", given, output_dir, name)
+
+
 def render(notebook: Path, *, profile: str, results_dir: str = "results", parameters: dict | None = None,
            output_dir: Path | None = None) -> Path:
-    """Execute one notebook with papermill and write its .ipynb and .html; return the HTML path."""
+    """Execute one notebook with papermill into a temporary file; on success move it and its HTML to
+    ``<output_dir>/<notebook>_<profile>.{ipynb,html}`` and return the HTML path. On failure the executed
+    notebook goes to ``<output_dir>/failed/`` and the error is raised; the previous render stays as it was."""
     output_dir = output_dir or PROJECT_ROOT / results_dir / "notebooks"
     output_dir.mkdir(parents=True, exist_ok=True)
-    executed = output_dir / f"{notebook.stem}_{profile}.ipynb"
-    papermill.execute_notebook(str(notebook), str(executed), cwd=str(PROJECT_ROOT), kernel_name="python3",
-                               parameters={"profile": profile, "results_dir": results_dir, **(parameters or {})},
-                               progress_bar=False)
-    html, _ = HTMLExporter().from_notebook_node(nbformat.read(executed, as_version=4))
-    html_path = executed.with_suffix(".html")
-    html_path.write_text(html, encoding="utf-8")
-    return html_path
+    target = output_dir / f"{notebook.stem}_{profile}.ipynb"
+    with tempfile.TemporaryDirectory(dir=output_dir, prefix=".rendering-") as tmp:
+        executed = Path(tmp) / target.name
+        try:
+            papermill.execute_notebook(str(notebook), str(executed), cwd=str(PROJECT_ROOT), kernel_name="python3",
+                                       parameters={"profile": profile, "results_dir": results_dir, **(parameters or {})},
+                                       progress_bar=False)
+        except BaseException:
+            if executed.exists():
+                (output_dir / FAILED).mkdir(exist_ok=True)
+                os.replace(executed, output_dir / FAILED / target.name)
+            raise
+        html, _ = HTMLExporter().from_notebook_node(nbformat.read(executed, as_version=4))
+        executed.with_suffix(".html").write_text(html, encoding="utf-8")
+        os.replace(executed, target)
+        os.replace(executed.with_suffix(".html"), target.with_suffix(".html"))
+    (output_dir / FAILED / target.name).unlink(missing_ok=True)  # an older run's failure is stale now
+    return target.with_suffix(".html")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,17 +108,39 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", help="notebook name prefixes, e.g. 01 03")
     parser.add_argument("--data-root", help="folder of <name>.npz arrays (else $DATA_ROOT, then torchvision's cache)")
     parser.add_argument("--results-dir", default="results", help="relative to the project root")
+    parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                        help="a notebook parameter, as papermill's -p (checked against every selected notebook)")
+    parser.add_argument("--variant", help="name of the variant the runs write (default: derived from the -p overrides)")
     args = parser.parse_args(argv)
     selected = notebooks(args.only)
     if not selected:
         parser.error(f"no notebook matches --only {args.only}; have: {[nb.name for nb in notebooks()]}")
-    extra = {"data_root": str(Path(args.data_root).resolve())} if args.data_root else {}
-    for nb in selected:
+    parameters = {name: parse_value(value) for name, value in args.parameter}
+    data_root = str(Path(args.data_root).resolve()) if args.data_root else None
+    by_notebook = {s.notebook: s for s in STUDIES.values()}
+    try:
+        jobs = [plan_job(by_notebook[nb.stem], profile=args.profile, results_dir=args.results_dir,
+                         parameters=parameters, variant=args.variant, data_root=data_root) for nb in selected]
+    except ParameterError as err:
+        parser.error(str(err))
+    failed = []
+    for job in jobs:
         t0 = time.perf_counter()
-        html = render(nb, profile=args.profile, results_dir=args.results_dir, parameters=extra)
-        shown = html.relative_to(PROJECT_ROOT) if html.is_relative_to(PROJECT_ROOT) else html
-        print(f"{nb.name}: {time.perf_counter() - t0:.0f} s -> {shown}", flush=True)
+        try:
+            html = render(job.notebook, profile=args.profile, results_dir=args.results_dir,
+                          parameters=job.parameters, output_dir=job.output_dir)
+        except Exception as err:  # a failed notebook must not stop the others; it is named at the end
+            kept = relative(job.output_dir / FAILED / f"{job.notebook.stem}_{args.profile}.ipynb")
+            why = f"{getattr(err, 'ename', type(err).__name__)}: {getattr(err, 'evalue', err)}".splitlines()[0][:300]
+            failed.append(f"{job.notebook.name}: {why} (executed notebook kept in {kept})")
+            print(f"{job.notebook.name}: FAILED after {time.perf_counter() - t0:.0f} s; {failed[-1]}", flush=True)
+            continue
+        variant = f" (variant {job.variant})" if job.variant else ""
+        print(f"{job.notebook.name}: {time.perf_counter() - t0:.0f} s -> {relative(html)}{variant}", flush=True)
     print(f"report: {write_index(args.results_dir)}", flush=True)
+    if failed:
+        print("failed, their previous renders kept:\n  " + "\n  ".join(failed), file=sys.stderr, flush=True)
+        return 1
     return 0
 
 

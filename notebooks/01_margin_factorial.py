@@ -56,6 +56,7 @@ probe_epochs: Optional[int] = None  # linear-probe epochs [code: 50]
 workers: Optional[int] = None  # runs in parallel processes; the cores are divided among them
 device: str = "auto"  # auto | cpu | cuda: on a GPU the seeds of a cell train as one batched model
 results_dir: str = "results"  # records and tables go here (relative to the project root)
+variant: Optional[str] = None  # None: the profile's own parameters write canonical results; an override writes results/variants/<name>/
 force: bool = False  # re-run configs that already have a finished record
 
 # %%
@@ -64,27 +65,16 @@ import pandas as pd
 import seaborn as sns
 from IPython.display import Markdown, display
 
-from lib import PROJECT_ROOT
-from lib.cff import train_cff
-from lib.data import get_dataset
-from lib.results import ResultsStore
+from lib.notebook import setup
 from lib.studies import margin_factorial as study
 from lib.sweep import run_sweep
 
-settings = study.resolve(dict(globals()))  # checks every parameter before any compute
-configs = study.plan(settings)
-store = ResultsStore(PROJECT_ROOT / results_dir, study.STUDY, settings["profile"])
-dataset_source = get_dataset(settings["dataset"], settings["dataset_options"], data_root).source  # fails here, before any run, if the data is missing
-sns.set_theme(style="whitegrid", context="notebook")
-pd.set_option("display.precision", 3)
-pd.set_option("display.max_colwidth", None)  # verdicts are sentences: never cut them
+nb = setup(study, globals())  # checks every parameter and loads the data before any compute; says where results go
+settings, configs, store = nb.settings, nb.configs, nb.store
 display(Markdown(
-    f"**Profile** `{settings['profile']}` on `{settings['dataset']}` {settings['dataset_options'] or ''}: "
-    f"{len(configs)} runs ({settings['seeds']} seeds per cell, {settings['dose_seeds']} dose-response seeds), "
+    f"{settings['seeds']} seeds per cell, {settings['dose_seeds']} dose-response seeds; "
     f"L={settings['layers']}, E={settings['embed_dim']}, {settings['epochs']} epochs, "
-    f"m0={settings['m0']:g}, m_last={settings['m_last']:g}, τ={settings['temperature']:g}, lr={settings['lr']:g}, "
-    f"batch {settings['batch_size']}. "
-    f"Data: {dataset_source}. Records: `{store.runs_dir.relative_to(PROJECT_ROOT) if store.runs_dir.is_relative_to(PROJECT_ROOT) else store.runs_dir}`."))
+    f"m0={settings['m0']:g}, m_last={settings['m_last']:g}, τ={settings['temperature']:g}, lr={settings['lr']:g}, batch {settings['batch_size']}."))
 
 # %% [markdown]
 # ## Runs
@@ -92,7 +82,7 @@ display(Markdown(
 # `python -m lib.dispatch 01 --profile <profile>` (`--backend slurm`, see the README): this cell then only collects.
 
 # %%
-records = run_sweep(store, configs, train_cff, data_root=data_root, **study.sweep_options(settings))
+records = run_sweep(store, configs, study.TRAIN, data_root=data_root, **study.sweep_options(settings))
 table_path = store.write_table()
 runs = study.runs_frame(records)
 curves = study.curves_frame(records)

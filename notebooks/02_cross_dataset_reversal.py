@@ -68,6 +68,7 @@ probe_epochs: Optional[int] = None  # linear-probe epochs [code: 50]
 workers: Optional[int] = None  # runs in parallel processes; the cores are divided among them
 device: str = "auto"  # auto | cpu | cuda: on a GPU the seeds of a cell train as one batched model
 results_dir: str = "results"  # records and tables go here (relative to the project root)
+variant: Optional[str] = None  # None: the profile's own parameters write canonical results; an override writes results/variants/<name>/
 force: bool = False  # re-run configs that already have a finished record
 
 # %%
@@ -77,27 +78,20 @@ import pandas as pd
 import seaborn as sns
 from IPython.display import Markdown, display
 
-from lib import PROJECT_ROOT
-from lib.cff import train_cff
-from lib.results import ResultsStore
+from lib.notebook import setup
 from lib.studies import common
 from lib.studies.common import plot_ratio_with_ci
 from lib.studies import cross_dataset as study
 from lib.sweep import run_sweep
 
-settings = study.resolve(dict(globals()))  # checks every parameter before any compute
-sources, skipped = study.check_data(settings, data_root)  # a missing dataset fails here, before any run
-configs = study.plan(settings)
-store = ResultsStore(PROJECT_ROOT / results_dir, study.STUDY, settings["profile"])
-sns.set_theme(style="whitegrid", context="notebook")
-pd.set_option("display.precision", 3)
-pd.set_option("display.max_colwidth", None)  # verdicts are sentences: never cut them
+nb = setup(study, globals())  # checks every parameter and loads the data before any compute; says where results go
+settings, configs, store = nb.settings, nb.configs, nb.store
+sources, skipped = nb.checked_data  # study.check_data: the datasets found, and those skipped with the reason
 display(Markdown(
-    f"**Profile** `{settings['profile']}`: {len(configs)} runs ({len(settings['available'])} datasets x "
-    f"{len(settings['margin_modes'])} arms x {settings['seeds']} seeds), stabiliser `{settings['stabilizer']}`, "
+    f"{len(settings['available'])} datasets x "
+    f"{len(settings['margin_modes'])} arms x {settings['seeds']} seeds, stabiliser `{settings['stabilizer']}`, "
     f"L={settings['layers']}, E={settings['embed_dim']}, {settings['epochs']} epochs, "
-    f"m0={settings['m0']:g}, m_last={settings['m_last']:g}, τ={settings['temperature']:g}, lr={settings['lr']:g}, "
-    f"batch {settings['batch_size']}.  \n"
+    f"m0={settings['m0']:g}, m_last={settings['m_last']:g}, τ={settings['temperature']:g}, lr={settings['lr']:g}, batch {settings['batch_size']}.  \n"
     + "".join(f"- `{e}`: {info['source']}"
               + (f" — stand-in for {study.display_name(study.like(e))}"
                  + (f" ({study.STAND_INS[e]['role']})" if e in study.STAND_INS else "")
@@ -113,7 +107,7 @@ for entry, message in skipped.items():
 # `python -m lib.dispatch 02 --profile <profile>` (`--backend slurm`, see the README): this cell then only collects.
 
 # %%
-records = run_sweep(store, configs, train_cff, data_root=data_root, **study.sweep_options(settings))
+records = run_sweep(store, configs, study.TRAIN, data_root=data_root, **study.sweep_options(settings))
 table_path = store.write_table()
 runs = study.runs_frame(records)
 failed = runs[runs.status != "ok"]

@@ -70,6 +70,7 @@ probe_epochs: Optional[int] = None  # linear-probe epochs [code: 50]
 workers: Optional[int] = None  # runs in parallel processes; the cores are divided among them
 device: str = "auto"  # auto | cpu | cuda: on a GPU the seeds of a cell train as one batched model
 results_dir: str = "results"  # records and tables go here (relative to the project root)
+variant: Optional[str] = None  # None: the profile's own parameters write canonical results; an override writes results/variants/<name>/
 force: bool = False  # re-run configs that already have a finished record
 
 # %%
@@ -80,32 +81,25 @@ import seaborn as sns
 import torch
 from IPython.display import Markdown, display
 
-from lib import PROJECT_ROOT
 from lib.augment import distort
-from lib.cff import train_cff
 from lib.data import get_dataset
-from lib.results import ResultsStore
+from lib.notebook import setup
 from lib.studies import common
 from lib.studies.common import plot_ratio_with_ci
 from lib.studies import difficulty_sweep as study
 from lib.sweep import run_sweep
 
-settings = study.resolve(dict(globals()))  # checks every parameter before any compute
-configs = study.plan(settings)
-store = ResultsStore(PROJECT_ROOT / results_dir, study.STUDY, settings["profile"])
-ds = get_dataset(configs[0].dataset, configs[0].dataset_options, data_root)  # fails here, before any run, if the data is missing
+nb = setup(study, globals())  # checks every parameter and loads the data before any compute; says where results go
+settings, configs, store = nb.settings, nb.configs, nb.store
+ds = get_dataset(configs[0].dataset, configs[0].dataset_options, data_root)
 chance = 100 / ds.num_classes
 stand_in = None if settings["dataset"] == "svhn" else settings["dataset"]
-sns.set_theme(style="whitegrid", context="notebook")
-pd.set_option("display.precision", 3)
-pd.set_option("display.max_colwidth", None)  # verdicts are sentences: never cut them
 display(Markdown(
-    f"**Profile** `{settings['profile']}` on `{settings['dataset']}` {settings['dataset_options'] or ''}"
-    + (" — **a stand-in for SVHN**" if stand_in else "")
-    + f": knob `{settings['knob']}` at levels {settings['levels']}, {len(configs)} runs ({settings['seeds']} seeds "
+    (f"`{settings['dataset']}` is **a stand-in for SVHN**. " if stand_in else "")
+    + f"Knob `{settings['knob']}` at levels {settings['levels']} ({settings['seeds']} seeds "
     f"per arm and level), stabiliser `{settings['stabilizer']}`, L={settings['layers']}, E={settings['embed_dim']}, "
-    f"{settings['epochs']} epochs, m0={settings['m0']:g}, m_last={settings['m_last']:g}, τ={settings['temperature']:g}, "
-    f"lr={settings['lr']:g}, batch {settings['batch_size']}. Data: {ds.source}; chance {chance:.0f}%."))
+    f"{settings['epochs']} epochs, m0={settings['m0']:g}, m_last={settings['m_last']:g}, "
+    f"τ={settings['temperature']:g}, lr={settings['lr']:g}, batch {settings['batch_size']}; chance {chance:.0f}%."))
 
 # %% [markdown]
 # ## What the knob does to a training view
@@ -133,7 +127,7 @@ plt.show()
 # `python -m lib.dispatch 03 --profile <profile>` (`--backend slurm`, see the README): this cell then only collects.
 
 # %%
-records = run_sweep(store, configs, train_cff, data_root=data_root, **study.sweep_options(settings))
+records = run_sweep(store, configs, study.TRAIN, data_root=data_root, **study.sweep_options(settings))
 table_path = store.write_table()
 runs = study.runs_frame(records, settings["knob"])
 failed = runs[runs.status != "ok"]

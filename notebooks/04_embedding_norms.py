@@ -102,6 +102,7 @@ probe_steps: Optional[int] = None  # L-BFGS iterations of the linear probe
 ood: Optional[list] = None  # unseen sets: names or {"dataset": ..., "dataset_options": {...}}; resized to the training data
 workers: Optional[int] = None  # runs in parallel processes; the cores are divided among them
 results_dir: str = "results"  # records and tables go here (relative to the project root)
+variant: Optional[str] = None  # None: the profile's own parameters write canonical results; an override writes results/variants/<name>/
 force: bool = False  # re-run configs that already have a finished record
 
 # %%
@@ -114,23 +115,19 @@ import pandas as pd
 import seaborn as sns
 from IPython.display import Markdown, display
 
-from lib import PROJECT_ROOT
 from lib.data import get_dataset
 from lib.evaluation import ood_label
+from lib.notebook import setup
 from lib.simulations import latent_class_simulation, sphere_convergence
-from lib.results import ResultsStore
 from lib.studies import embedding_norms as study
 from lib.sweep import run_sweep
 
-settings = study.resolve(dict(globals()))  # checks every parameter before any compute
-configs = study.plan(settings)
-store = ResultsStore(PROJECT_ROOT / results_dir, study.STUDY, settings["profile"])
-# Every dataset is loaded once here, so that missing data fails before any run.
+nb = setup(study, globals())  # checks every parameter and loads the data before any compute; says where results go
+settings, configs, store = nb.settings, nb.configs, nb.store
 datasets = {(c.dataset, str(c.dataset_options)): get_dataset(c.dataset, c.dataset_options, data_root) for c in configs}
 unseen = {ood_label(spec): get_dataset(spec["dataset"], spec["dataset_options"], data_root) for spec in settings["ood"]}
 ood_labels = list(unseen)
 stand_in = None if settings["dataset"] in ("cifar10", "cifar100") else settings["dataset"]
-sns.set_theme(style="whitegrid", context="notebook")
 MIN_BUCKET = 10  # norm buckets with fewer test samples are left out of the plots (their accuracy is noise)
 
 
@@ -152,12 +149,10 @@ def norm_histograms(ax, run, title):
         ax.hist(v, bins=bins, alpha=0.5, density=True, label=label + auc)
     ax.set(xscale="log", xlabel="‖z‖ (projector output, log scale)", ylabel="density", title=title)
     ax.legend(fontsize="x-small")
-pd.set_option("display.precision", 3)
-pd.set_option("display.max_colwidth", None)  # verdicts are sentences: never cut them
 t_notebook = time.perf_counter()
 display(Markdown(
-    f"**Profile** `{settings['profile']}`: {len(configs)} image runs ({', '.join(settings['methods'])}; "
-    f"{settings['seeds']} seed(s); width {settings['width_multiplier']}, {settings['epochs']} epochs, batch {settings['batch_size']}; "
+    f"Image runs ({', '.join(settings['methods'])}; "
+    f"{settings['seeds']} seed(s); width ×{settings['width_multiplier']}, {settings['epochs']} epochs, batch {settings['batch_size']}; "
     f"SimCLR loss `{settings['simclr_loss']}`) on `{settings['dataset']}` {settings['dataset_options'] or ''}"
     + (" — **a stand-in for CIFAR**" if stand_in else "") + ".\n\n"
     + "\n".join(f"- `{name}`: {ds.source}" for (name, _), ds in datasets.items())

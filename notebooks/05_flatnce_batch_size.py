@@ -67,6 +67,7 @@ train_subset: Optional[int] = None  # use this many training images (0: all)
 workers: Optional[int] = None  # runs in parallel processes; the cores are divided among them
 device: str = "auto"  # auto | cpu | cuda: on a GPU the runs go one at a time
 results_dir: str = "results"  # records and tables go here (relative to the project root)
+variant: Optional[str] = None  # None: the profile's own parameters write canonical results; an override writes results/variants/<name>/
 force: bool = False  # re-run configs that already have a finished record
 
 # %%
@@ -76,20 +77,15 @@ import pandas as pd
 import seaborn as sns
 from IPython.display import Markdown, display
 
-from lib import PROJECT_ROOT
 from lib.data import get_dataset
-from lib.results import ResultsStore
+from lib.notebook import setup
 from lib.studies import flatnce_batch as study
 from lib.sweep import run_sweep
 
-settings = study.resolve(dict(globals()))  # checks every parameter before any compute
-configs = study.plan(settings)
-store = ResultsStore(PROJECT_ROOT / results_dir, study.STUDY, settings["profile"])
-ds = get_dataset(configs[0].dataset, configs[0].dataset_options, data_root)  # fails here, before any run, if the data is missing
+nb = setup(study, globals())  # checks every parameter and loads the data before any compute; says where results go
+settings, configs, store = nb.settings, nb.configs, nb.store
+ds = get_dataset(configs[0].dataset, configs[0].dataset_options, data_root)
 train_images = study.check_batch_sizes(settings, len(ds.y_train))  # a batch larger than the data fails here
-sns.set_theme(style="whitegrid", context="notebook")
-pd.set_option("display.precision", 3)
-pd.set_option("display.max_colwidth", None)  # verdicts are sentences: never cut them
 paper = study.PROFILES["paper"]
 scale = pd.DataFrame([
     ("data", (f"{settings['dataset']} {settings['dataset_options'] or ''}: {train_images} training, "
@@ -103,9 +99,7 @@ scale = pd.DataFrame([
      "lars, 0.3 x B / 256 (linear)"),
     ("seeds per cell", str(settings["seeds"]), "not stated"),
 ], columns=["", f"this run ({settings['profile']})", "paper (FLAT [code])"])
-display(Markdown(
-    f"**Profile** `{settings['profile']}`: {len(configs)} runs on {settings['device']}. Data: {ds.source}. "
-    f"Records: `{store.runs_dir.relative_to(PROJECT_ROOT) if store.runs_dir.is_relative_to(PROJECT_ROOT) else store.runs_dir}`."))
+display(Markdown(f"Device: {settings['device']}."))
 display(scale)
 if settings["profile"] != "paper":
     display(Markdown(

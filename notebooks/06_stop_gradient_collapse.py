@@ -65,6 +65,7 @@ real_dataset: Optional[str] = None  # the real-data check: digits (embedded) | m
 real_train_subset: Optional[int] = None  # training images of the real-data check (0: all)
 data_root: Optional[str] = None  # folder of <name>.npz arrays; None: $DATA_ROOT, then torchvision's cache
 results_dir: str = "results"  # records and tables go here (relative to the project root)
+variant: Optional[str] = None  # None: the profile's own parameters write canonical results; an override writes results/variants/<name>/
 force: bool = False  # re-run configs that already have a finished record
 
 # %%
@@ -74,28 +75,19 @@ import pandas as pd
 import seaborn as sns
 from IPython.display import Markdown, display
 
-from lib import PROJECT_ROOT
 from lib.collapse_theory import fast_rate, slow_rate
-from lib.data import get_dataset
-from lib.results import ResultsStore
+from lib.notebook import setup
 from lib.studies import stop_gradient as study
 from lib.sweep import run_sweep
 
-settings = study.resolve(dict(globals()))  # checks every parameter before any compute
-configs = study.plan(settings)
-store = ResultsStore(PROJECT_ROOT / results_dir, study.STUDY, settings["profile"])
-real_source = get_dataset(settings["real_dataset"], data_root=data_root).source  # fails here, before any run, if missing
-sns.set_theme(style="whitegrid", context="notebook")
-pd.set_option("display.precision", 4)
-pd.set_option("display.max_colwidth", None)  # verdicts are sentences: never cut them
+nb = setup(study, globals(), precision=4)  # checks every parameter and loads the data before any compute; says where results go
+settings, configs, store = nb.settings, nb.configs, nb.store
 display(Markdown(
-    f"**Profile** `{settings['profile']}`: n = {settings['num_classes']} classes, d = {settings['dim']}, "
+    f"n = {settings['num_classes']} classes, d = {settings['dim']}, "
     f"m = {settings['samples_per_class']} samples per class, r ∈ {settings['r_values']}, γ = {settings['gamma']}, "
     f"dt = {settings['dt']}, {settings['steps']} steps (γt up to {settings['gamma'] * settings['dt'] * settings['steps']:g}), "
     f"{settings['seeds']} seeds; students {settings['student_steps']} steps; head W(0) = {settings['head_init']}·I at rate "
-    f"{settings['head_rate']}γ; readout noise {settings['readout_noise']}, teacher input noise {settings['input_noise']}. "
-    f"{len(configs)} runs. Real data: {real_source}. Records: "
-    f"`{store.runs_dir.relative_to(PROJECT_ROOT) if store.runs_dir.is_relative_to(PROJECT_ROOT) else store.runs_dir}`."))
+    f"{settings['head_rate']}γ; readout noise {settings['readout_noise']}, teacher input noise {settings['input_noise']}."))
 
 # %% [markdown]
 # ## Runs

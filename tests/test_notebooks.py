@@ -1,4 +1,7 @@
 """Every notebook runs under papermill with the smoke profile, and bad parameters fail first."""
+import hashlib
+import shutil
+import subprocess
 
 import jupytext
 import nbformat
@@ -7,11 +10,18 @@ import papermill
 import pytest
 
 from lib import PROJECT_ROOT
-from lib.dispatch import find_study, notebook_defaults
+from lib.notebook import notebook_defaults
 from lib.params import ParameterError
 from lib.run_all import notebooks
-from lib.studies import cross_dataset, difficulty_sweep, embedding_norms, flatnce_batch, margin_factorial
-from lib.studies import stop_gradient
+from lib.studies import (
+    cross_dataset,
+    difficulty_sweep,
+    embedding_norms,
+    find_study,
+    flatnce_batch,
+    margin_factorial,
+    stop_gradient,
+)
 
 NOTEBOOKS = notebooks()
 NOTEBOOK_01 = "01_margin_factorial"
@@ -34,9 +44,9 @@ def _execute(name: str, tmp_path, out: str = "out.ipynb", **parameters) -> nbfor
     return nbformat.read(tmp_path / out, as_version=4)
 
 
-def _check_smoke_outputs(name: str, study, tmp_path, min_verdicts: int) -> tuple[dict, pd.DataFrame]:
+def _check_smoke_outputs(name: str, study, tmp_path, min_verdicts: int, **parameters) -> tuple[dict, pd.DataFrame]:
     """One record per planned run, all ok, in the collected table; a paper-vs-reproduced table."""
-    settings = study.resolve({**_parameters_cell(name), "profile": "smoke"})
+    settings = study.resolve({**_parameters_cell(name), **parameters, "profile": "smoke"})
     runs = list((tmp_path / "runs" / study.STUDY / "smoke").glob("*.json"))
     assert len(runs) == len(study.plan(settings))
     table = pd.read_csv(tmp_path / "tables" / f"{study.STUDY}_smoke.csv")
@@ -75,9 +85,29 @@ def test_jupytext_pair_is_in_sync(path):
 
 # --------------------------------------------------------------------------- notebook 01
 
-def test_notebook_01_smoke_writes_records_and_tables(tmp_path):
-    _execute(NOTEBOOK_01, tmp_path)
-    _check_smoke_outputs(NOTEBOOK_01, margin_factorial, tmp_path, min_verdicts=1)
+README_TWEAK = {"seeds": 3, "m0": 0.3}  # the README: papermill notebooks/01_margin_factorial.ipynb out.ipynb -p profile quick -p seeds 3 -p m0 0.3
+
+
+def _hashes(root, files=None) -> dict:
+    files = files if files is not None else [p.relative_to(root) for p in root.rglob("*") if p.is_file()]
+    return {str(f): hashlib.sha256((root / f).read_bytes()).hexdigest() for f in files}
+
+
+def test_notebook_01_readme_tweak_writes_its_variant_and_leaves_every_shipped_file_byte_identical(tmp_path):
+    """The README's tweak with results_dir at a copy of results/, at the smoke profile: at quick it trains
+    12 runs (minutes on two cores), and its decision, the same function's, is checked at quick in
+    tests/test_variants.py. Every tracked file of the project and every file of the copy outside
+    variants/ stays byte-identical; the variant holds one record per planned run and its tables."""
+    results = tmp_path / "results"
+    shutil.copytree(PROJECT_ROOT / "results", results)
+    tracked = subprocess.run(["git", "ls-files"], cwd=PROJECT_ROOT, capture_output=True, text=True, check=True).stdout.split()
+    project_before, copy_before = _hashes(PROJECT_ROOT, tracked), _hashes(results)
+    executed = _execute(NOTEBOOK_01, results, "../out.ipynb", **README_TWEAK)
+    assert _hashes(PROJECT_ROOT, tracked) == project_before
+    assert {f: h for f, h in _hashes(results).items() if not f.startswith("variants/")} == copy_before
+    _check_smoke_outputs(NOTEBOOK_01, margin_factorial, results / "variants" / "m0-0.3_seeds-3", 1, **README_TWEAK)
+    header = executed.cells[3].outputs[0]["data"]["text/markdown"]
+    assert "**Writes variant `m0-0.3_seeds-3`**" in header and "results/variants/m0-0.3_seeds-3/" in header
 
 
 @pytest.mark.parametrize("name,value", [("dataset", "imagenet"), ("m0", -0.2), ("margin_modes", ["clamp", "clip"]),
@@ -88,10 +118,11 @@ def test_bad_parameter_fails_before_training_naming_it(name, value):
         margin_factorial.resolve({**_parameters_cell(NOTEBOOK_01), name: value})
 
 
-def test_bad_parameter_fails_in_the_notebook_before_any_run(tmp_path):
-    with pytest.raises(papermill.PapermillExecutionError, match="m0"):
-        _execute(NOTEBOOK_01, tmp_path, "bad.ipynb", m0=-0.5)
-    assert not (tmp_path / "runs").exists()
+@pytest.mark.parametrize("parameters,named", [({"m0": -0.5}, "m0"), ({"seedz": 3}, r"seedz \(did you mean seeds\?\)")])
+def test_bad_parameter_fails_in_the_notebook_before_any_run(tmp_path, parameters, named):
+    with pytest.raises(papermill.PapermillExecutionError, match=named):
+        _execute(NOTEBOOK_01, tmp_path, "bad.ipynb", **parameters)
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "variants").exists()
 
 
 # --------------------------------------------------------------------------- notebook 06

@@ -26,8 +26,8 @@ from lib.params import MAX_SEEDS, ParameterError
 from lib.run_all import notebooks
 from tests.parameter_domains import DOMAINS, Number
 
-# Which parameters a notebook passes through without validating: paths, used only to read and write.
-PATHS = {"data_root", "results_dir"}
+# Which parameters a notebook passes through without validating in resolve: paths and names, used only to read and write.
+PATHS = {"data_root", "results_dir", "variant"}  # variant: a folder name, checked by lib.notebook
 
 scalars = st.one_of(
     st.none(), st.booleans(), st.integers(-50, 50),

@@ -80,3 +80,15 @@ def test_index_loads_in_headless_chromium_without_console_errors(results, tmp_pa
     console = [line for line in run.stderr.splitlines() if "CONSOLE" in line or "ERR_FILE_NOT_FOUND" in line]
     assert run.returncode == 0 and screenshot.stat().st_size > 10_000
     assert console == []
+
+
+def test_variants_are_listed_after_every_study_apart_from_them(results):
+    variant = results / "variants" / "m0-0.3_seeds-3"
+    (variant / "notebooks").mkdir(parents=True)
+    shutil.copy(results / "notebooks" / "01_study_quick.ipynb", variant / "notebooks" / "01_study_quick.ipynb")
+    (variant / "notebooks" / "01_study_quick.html").write_text("<html></html>")
+    page = write_index(results).read_text()
+    assert page.count("<h2") == 3 and page.count('<img src="figures/') == 1  # a study's section each, none for the variant
+    variants = page.index('<h2 id="variants">')
+    assert variants > page.rindex('<h2 id="0') and "not the shipped results" in page[variants:]
+    assert 'href="variants/m0-0.3_seeds-3/notebooks/01_study_quick.html"' in page[variants:]

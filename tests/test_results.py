@@ -453,3 +453,19 @@ def test_migration_renames_fields_moves_the_run_id_and_is_idempotent(tmp_path, m
         {k: rec[k] for k in ("metrics", "timings", "environment", "written_at")}
     assert store.is_finished(_Toy(seed=1))
     assert store.migrate(upgrade) == []  # a second migration changes nothing
+
+
+def test_a_variant_store_lives_apart_and_copies_only_finished_runs_it_lacks(store):
+    """``variant_root`` never resolves to the canonical folder; ``copy_finished`` copies records byte for byte."""
+    assert R.variant_root(store.root, None) == store.root
+    assert R.variant_root(store.root, "m0-0.3") == store.root / "variants" / "m0-0.3"
+    for bad in ("..", "../results", "a/b", ""):
+        with pytest.raises(ValueError, match="variant"):
+            R.variant_root(store.root, bad)
+    ok, failed, absent = ({"seed": s, "lr": 0.1} for s in range(3))
+    store.write(ok, seed=0, dataset="d", status="ok", metrics={}, timings={})
+    store.write(failed, seed=1, dataset="d", status="failed", metrics={}, timings={})
+    variant = ResultsStore(R.variant_root(store.root, "v"), store.study, store.profile)
+    assert variant.copy_finished(store, [ok, failed, absent, ok]) == [store.run_id(ok)]
+    assert variant.path(store.run_id(ok)).read_bytes() == store.path(store.run_id(ok)).read_bytes()
+    assert variant.copy_finished(store, [ok]) == []

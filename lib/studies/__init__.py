@@ -1,5 +1,80 @@
-"""One module per study: its profiles, parameter checks, run plan and analysis.
+"""The six studies: one module each (profiles, parameter checks, run plan, analysis), listed once here.
 
-A notebook holds the parameters and the narrative; the study module turns parameters into checked
+A notebook holds the parameters and the narrative; its study module turns parameters into checked
 settings (before any compute), settings into run configs, and collected records into tables.
+``STUDIES`` is the registry that ``lib.notebook``, ``lib.dispatch``, ``lib.run_all``, ``lib.report`` and
+``lib.migrate`` read; :class:`StudyModule` is the interface every study module provides.
 """
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Protocol, runtime_checkable
+
+from lib.params import ParameterError
+from lib.studies import cross_dataset, difficulty_sweep, embedding_norms, flatnce_batch, margin_factorial, stop_gradient
+
+
+@runtime_checkable
+class StudyModule(Protocol):
+    """What a study module provides (``lib/studies/<name>.py``).
+
+    Each module also has ``analyze(runs, settings, ...)`` except study 4, whose notebook analyses its
+    sections (convergence, latent classes, interventions, OOD) one by one with the module's table functions.
+    """
+
+    STUDY: str  # the results name: <results>/runs/<STUDY>/<profile>/, tables <STUDY>_<profile>*.csv
+    PROFILES: dict  # profile name -> the settings it sets; a parameter left as None takes them
+    TRAIN: Callable[..., dict]  # trains one run: TRAIN(config, *, data_root=None, progress=None, ...) -> metrics
+
+    def resolve(self, p: dict) -> dict:
+        """Check the notebook's parameters ``p`` (its namespace: extra names are ignored) and fill the
+        None ones from the profile; returns the settings. Raises ParameterError naming a bad one. No compute."""
+
+    def plan(self, settings: dict) -> list:
+        """Every run config the settings imply, in the notebook's order (duplicates allowed: one run each)."""
+
+    def sweep_options(self, settings: dict) -> dict:
+        """Keyword arguments of ``lib.sweep.run_sweep`` for these settings (workers, force, batched path)."""
+
+    def runs_frame(self, records: list[dict], *args) -> Any:
+        """One row per collected run record: the factors and scalar metrics its analysis reads."""
+
+
+@dataclass(frozen=True)
+class Study:
+    """One study: its number, its notebook and its module."""
+
+    number: str  # "01"
+    notebook: str  # file stem under notebooks/
+    module: ModuleType  # a StudyModule
+    # check_data(settings, data_root) -> (sources, skipped): loads the data and may narrow the plan
+    check_data: Callable | None = None
+
+    @property
+    def name(self) -> str:
+        return self.module.STUDY
+
+    @property
+    def train_fn(self) -> Callable[..., dict]:
+        return self.module.TRAIN
+
+
+STUDIES = {s.number: s for s in (
+    Study("01", "01_margin_factorial", margin_factorial),
+    Study("02", "02_cross_dataset_reversal", cross_dataset, cross_dataset.check_data),
+    Study("03", "03_difficulty_sweep", difficulty_sweep),
+    Study("04", "04_embedding_norms", embedding_norms),
+    Study("05", "05_flatnce_batch_size", flatnce_batch),
+    Study("06", "06_stop_gradient_collapse", stop_gradient),
+)}
+
+
+def find_study(name: str | ModuleType) -> Study:
+    """The study named by its number (``01``), notebook (``01_margin_factorial``), study name or module."""
+    for study in STUDIES.values():
+        if name is study.module or name in (study.number, study.notebook, study.name):
+            return study
+    raise ParameterError(f"study={name!r} is not allowed: one of {', '.join(STUDIES)} "
+                         f"(or a notebook name: {', '.join(s.notebook for s in STUDIES.values())})")

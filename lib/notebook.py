@@ -1,0 +1,207 @@
+"""The notebooks' shared setup in one call, and the rule that decides where a run's results go.
+
+    from lib.notebook import setup
+    from lib.studies import margin_factorial as study
+    nb = setup(study, globals())          # the setup cell: checks, settings, store, theme, header
+
+``setup`` rejects parameter names the notebook does not have (those papermill injected, compared with
+the notebook's parameters cell), resolves the settings through the study's ``resolve``, opens the
+store the run writes to (canonical or a variant, below), loads the data the runs name (so missing data
+fails before any run), sets the plot theme and display options, and shows a header that says in bold
+which results the notebook writes, and where.
+
+The variant rule, shared by the notebooks, ``lib.dispatch`` and ``lib.run_all`` (:func:`variant_of`):
+a profile's canonical results are the runs of its own parameters. The settings are resolved once with
+the parameters given and once with the notebook's defaults for the same profile; any difference,
+leaving out the operational parameters (``OPERATIONAL``: where data and results live, how many
+workers, which device, ``force``), makes the run a *variant*. It is named by the ``variant``
+parameter, else from the overridden settings (``m0-0.3_seeds-3``), and its records, tables and
+renders live under ``<results>/variants/<variant>/`` (``lib.results.variant_root``).
+"""
+from __future__ import annotations
+
+import ast
+import copy
+import functools
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+
+from lib import PROJECT_ROOT, params
+from lib.config import as_dict
+from lib.data import DATASETS, get_dataset
+from lib.results import ResultsStore, config_json, variant_root
+from lib.studies import Study, find_study
+
+# Parameters that say where and how a run happens, not what it computes: they never make a variant.
+OPERATIONAL = ("data_root", "results_dir", "workers", "device", "force", "variant")
+VARIANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
+DERIVED_NAME_MAX = 80  # a longer derived name is cut and ends with a hash of the whole
+INJECTED_CELL = "# Parameters"  # the first line of the cell papermill injects with the -p values
+
+
+@functools.cache
+def _parameters_cell(notebook: str) -> dict:
+    import papermill
+
+    inspected = papermill.inspect_notebook(str(PROJECT_ROOT / "notebooks" / f"{notebook}.ipynb"))
+    return {name: ast.literal_eval(p["default"]) for name, p in inspected.items()}
+
+
+def notebook_defaults(study: Study) -> dict:
+    """The notebook's ``parameters`` cell as a dict of values (papermill reads it; every default is a literal)."""
+    return copy.deepcopy(_parameters_cell(study.notebook))
+
+
+def check_names(study: Study, names) -> None:
+    """Reject parameter names the notebook does not have, naming each and its close matches."""
+    params.unknown_names(f"parameter of {study.notebook}:", names, notebook_defaults(study))
+
+
+def injected_names(history: list[str]) -> list[str]:
+    """The names papermill passed to this kernel: the assignments of its injected-parameters cell, read
+    from IPython's input history ``In`` (the sources of the cells executed so far)."""
+    names = []
+    for source in history:
+        if source.lstrip().startswith(INJECTED_CELL):
+            names += [t.id for node in ast.parse(source).body if isinstance(node, ast.Assign)
+                      for t in node.targets if isinstance(t, ast.Name)]
+    return names
+
+
+def check_variant(value) -> str | None:
+    if value is not None and not (isinstance(value, str) and VARIANT_NAME.match(value)):
+        params.fail("variant", value, "None (derived from the overrides) or a name of letters, digits, '.', '_' "
+                                      "and '-', starting with a letter or digit, at most 80 characters")
+    return value
+
+
+def _key(value) -> str:
+    """Equal for settings that run the same: numbers normalised as in run ids (10 == 10.0)."""
+    try:
+        return config_json({"v": value})
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _slug(value) -> str:
+    if isinstance(value, dict):
+        text = "-".join(f"{k}-{_slug(v)}" for k, v in sorted(value.items()))
+    elif isinstance(value, (list, tuple)):
+        text = "-".join(_slug(v) for v in value)
+    elif isinstance(value, float) and value.is_integer():
+        text = str(int(value))
+    else:
+        text = str(value)
+    return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-") or "none"
+
+
+def derive_name(changes: dict) -> str:
+    """A file-name-safe variant name from the overridden settings: ``m0-0.3_seeds-3``."""
+    name = "_".join(f"{key}-{_slug(value)}" for key, value in sorted(changes.items()))
+    if len(name) > DERIVED_NAME_MAX:
+        name = name[:DERIVED_NAME_MAX - 13].rstrip("-_.") + "-" + hashlib.sha256(name.encode()).hexdigest()[:12]
+    return name
+
+
+def variant_of(study: Study, parameters: dict, settings: dict) -> tuple[str | None, dict]:
+    """The variant a run writes (None: the canonical results) and the settings that differ from the
+    profile's own. ``parameters``: what the notebook received (its namespace, or defaults plus ``-p``
+    values); ``settings``: ``study.module.resolve(parameters)``. The rule is in the module docstring."""
+    defaults = notebook_defaults(study)
+    given = check_variant(parameters.get("variant"))
+    operational = {k: parameters[k] for k in OPERATIONAL if k in parameters and k in defaults}
+    reference = study.module.resolve({**defaults, **operational, "profile": settings["profile"]})
+    changes = {k: settings.get(k) for k in sorted(set(settings) | set(reference))
+               if k not in OPERATIONAL and _key(settings.get(k)) != _key(reference.get(k))}
+    if not changes and given is None:
+        return None, {}
+    overridden = {k for k in defaults if k not in OPERATIONAL and k in parameters
+                  and _key(parameters[k]) != _key(defaults[k])}
+    named = {k: v for k, v in changes.items() if k in overridden} or changes
+    return given or derive_name(named), changes
+
+
+def open_store(study: Study, settings: dict, configs: list, results_dir: str | Path,
+               variant: str | None) -> tuple[ResultsStore, list[str]]:
+    """The store the runs write to and the run ids it reused from the canonical store (copied records)."""
+    results = PROJECT_ROOT / results_dir
+    canonical = ResultsStore(results, study.name, settings["profile"])
+    if variant is None:
+        return canonical, []
+    store = ResultsStore(variant_root(results, variant), study.name, settings["profile"])
+    return store, [] if settings.get("force") else store.copy_finished(canonical, configs)
+
+
+def load_datasets(configs: list, data_root: str | None) -> dict[str, str]:
+    """Load every dataset the run configs name (their unseen sets too), so that a missing one fails
+    here, before any run; ``{label: where it came from}``."""
+    sources = {}
+    for config in map(as_dict, configs):
+        for spec in [config, *[o for o in config.get("ood") or [] if isinstance(o, dict)]]:
+            name, options = spec.get("dataset"), spec.get("dataset_options") or {}
+            label = f"{name} {options}" if options else str(name)
+            if name in DATASETS and label not in sources:
+                sources[label] = get_dataset(name, options, data_root).source
+    return sources
+
+
+def relative(path: Path) -> str:
+    """``path`` relative to the project root where it lies under it (what a reader of the notebook can find)."""
+    path = Path(path)
+    return str(path.relative_to(PROJECT_ROOT)) if path.is_relative_to(PROJECT_ROOT) else str(path)
+
+
+@dataclass
+class Setup:
+    """What the setup cell leaves for the notebook."""
+
+    study: Study
+    settings: dict
+    configs: list
+    store: ResultsStore
+    variant: str | None  # None: the canonical results
+    changes: dict = field(default_factory=dict)  # the settings that differ from the profile's own
+    reused: list[str] = field(default_factory=list)  # run ids copied from the canonical store
+    sources: dict = field(default_factory=dict)  # dataset label -> where it came from
+    checked_data: tuple | None = None  # what the study's check_data returned, if it has one
+
+    def header(self) -> str:
+        s = self.settings
+        runs = f"{len(self.configs)} runs" + (f", {len(self.reused)} reused from the canonical results"
+                                              if self.reused else "")
+        data = "; ".join(f"`{label}`: {source}" for label, source in self.sources.items()) or "none loaded"
+        where = f"`{relative(self.store.root)}/`"
+        if self.variant is None:
+            writes = f"**Writes the canonical `{s['profile']}` results** to {where}."
+        else:
+            changed = ", ".join(f"{k} = {v!r}" for k, v in self.changes.items()) or "none"
+            writes = (f"**Writes variant `{self.variant}`** to {where} (overrides: {changed}); "
+                      f"the shipped `{s['profile']}` results are not touched.")
+        return f"{writes}  \n**Profile** `{s['profile']}`: {runs}. Data: {data}."
+
+
+def setup(module: ModuleType, namespace: dict, *, precision: int = 3) -> Setup:
+    """The setup cell of every notebook: check the parameters in ``namespace`` (the notebook's
+    ``globals()``), resolve them, open the store, load the data, set the theme and show the header."""
+    import pandas as pd
+    import seaborn as sns
+    from IPython.display import Markdown, display
+
+    study = find_study(module)
+    check_names(study, injected_names(namespace.get("In", [])))
+    settings = module.resolve(dict(namespace))
+    variant, changes = variant_of(study, namespace, settings)
+    data_root = namespace.get("data_root")
+    checked = study.check_data(settings, data_root) if study.check_data else None
+    configs = module.plan(settings)
+    store, reused = open_store(study, settings, configs, namespace.get("results_dir", "results"), variant)
+    sources = load_datasets(configs, data_root)
+    sns.set_theme(style="whitegrid", context="notebook")
+    pd.set_option("display.precision", precision)
+    pd.set_option("display.max_colwidth", None)  # verdicts are sentences: never cut them
+    nb = Setup(study, settings, configs, store, variant, changes, reused, sources, checked)
+    display(Markdown(nb.header()))
+    return nb

@@ -1,0 +1,37 @@
+"""Every shipped record stays re-runnable: ``python -m lib.rerun --check <record>`` builds its config and
+loads its data (a sample of each study and profile: the first and the last record by run id)."""
+import json
+
+import pytest
+
+from lib import PROJECT_ROOT, rerun
+from lib.data import DATASETS
+
+SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
+EMBEDDED = ("shapes", "digits")  # generated, or shipped with scikit-learn: no data folder needed
+STORES = sorted((PROJECT_ROOT / "results" / "runs").glob("*/*"))
+
+
+def _first_and_last(store):
+    files = sorted(store.glob("*.json"))
+    return files[:1] + files[-1:]
+
+
+SAMPLE = [path for store in STORES for path in _first_and_last(store)]
+
+
+def test_the_sample_covers_every_shipped_study_and_profile():
+    stores = {p.parent for p in SAMPLE}
+    assert len(stores) == len(STORES) >= 11
+
+
+@pytest.mark.parametrize("record", SAMPLE, ids=lambda p: f"{p.parts[-3]}/{p.parts[-2]}/{p.stem[:6]}")
+def test_every_shipped_record_builds_and_finds_its_data(record, capsys):
+    config = json.loads(record.read_text())["config"]
+    names = {config.get("dataset"), *(o["dataset"] for o in config.get("ood") or [])} & set(DATASETS)
+    if not names <= set(EMBEDDED) and not SHARED_DATA.is_dir():
+        pytest.skip(f"its data ({', '.join(sorted(names - set(EMBEDDED)))}) is in ../shared/data, absent here")
+    assert rerun.main(["--check", str(record), "--data-root", str(SHARED_DATA)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"ok: {json.loads(record.read_text())['extra']['train']}(")
+    assert all(name in out for name in names)  # (study 6's simulations name generated data, not a dataset)

@@ -1,0 +1,61 @@
+"""lib.run_all renders safely: a failed notebook never replaces a good render, the job goes on and exits non-zero."""
+import shutil
+
+import nbformat
+import pytest
+
+from lib import PROJECT_ROOT, run_all
+
+CPU_RENDER = "01_margin_factorial_cpu"
+
+
+@pytest.fixture
+def results(tmp_path):
+    """A copy of the shipped results/ (renders, tables, runs), for run_all's --results-dir."""
+    shutil.copytree(PROJECT_ROOT / "results", tmp_path / "results")
+    return tmp_path / "results"
+
+
+def test_a_failed_render_leaves_the_shipped_render_byte_identical(results, tmp_path, monkeypatch, capsys):
+    """The issue's case: the cpu profile on a machine without its data fails in the notebook's setup."""
+    monkeypatch.setenv("TORCHVISION_CACHE", str(tmp_path / "no_cache"))  # inherited by the kernel
+    monkeypatch.delenv("DATA_ROOT", raising=False)
+    shipped = {s: (results / "notebooks" / f"{CPU_RENDER}.{s}").read_bytes() for s in ("ipynb", "html")}
+    code = run_all.main(["--only", "01", "--profile", "cpu", "--data-root", str(tmp_path / "no_data"),
+                         "--results-dir", str(results)])
+    assert code == 1
+    assert {s: (results / "notebooks" / f"{CPU_RENDER}.{s}").read_bytes() for s in ("ipynb", "html")} == shipped
+    failed = nbformat.read(results / "notebooks" / run_all.FAILED / f"{CPU_RENDER}.ipynb", as_version=4)
+    assert any(o.get("ename") == "DatasetNotFoundError" for c in failed.cells for o in c.get("outputs", []))
+    err = capsys.readouterr().err
+    assert "01_margin_factorial.ipynb: DatasetNotFoundError" in err and f"failed/{CPU_RENDER}.ipynb" in err
+    assert f'src="figures/{CPU_RENDER}.png"' in (results / "index.html").read_text()  # the report keeps its figure
+    assert not list((results / "notebooks").glob(".rendering-*"))
+
+
+def test_the_job_goes_on_after_a_failure_and_a_success_moves_the_render_into_place(results, monkeypatch, capsys):
+    """papermill replaced by a stand-in: notebook 01 fails half-way, notebook 06 succeeds."""
+    def execute(notebook, output, **kwargs):
+        cell = nbformat.v4.new_code_cell("x = 1")
+        nbformat.write(nbformat.v4.new_notebook(cells=[cell]), output)
+        if "01_" in notebook:
+            raise RuntimeError("half-way")
+
+    monkeypatch.setattr(run_all.papermill, "execute_notebook", execute)
+    before = (results / "notebooks" / "01_margin_factorial_quick.ipynb").read_bytes()
+    assert run_all.main(["--only", "01", "06", "--results-dir", str(results)]) == 1
+    assert (results / "notebooks" / "01_margin_factorial_quick.ipynb").read_bytes() == before
+    assert (results / "notebooks" / run_all.FAILED / "01_margin_factorial_quick.ipynb").exists()
+    rendered = nbformat.read(results / "notebooks" / "06_stop_gradient_collapse_quick.ipynb", as_version=4)
+    assert rendered.cells[0].source == "x = 1" and (results / "notebooks" / "06_stop_gradient_collapse_quick.html").exists()
+    assert "RuntimeError: half-way" in capsys.readouterr().err
+
+
+def test_a_variant_renders_under_its_own_folder(results, monkeypatch):
+    monkeypatch.setattr(run_all.papermill, "execute_notebook",
+                        lambda notebook, output, **kwargs: nbformat.write(nbformat.v4.new_notebook(), output))
+    shipped = (results / "notebooks" / "01_margin_factorial_quick.ipynb").read_bytes()
+    assert run_all.main(["--only", "01", "--results-dir", str(results), "-p", "m0", "0.3"]) == 0
+    assert (results / "variants" / "m0-0.3" / "notebooks" / "01_margin_factorial_quick.html").exists()
+    assert (results / "notebooks" / "01_margin_factorial_quick.ipynb").read_bytes() == shipped
+    assert "variants/m0-0.3/notebooks/01_margin_factorial_quick.html" in (results / "index.html").read_text()
