@@ -32,8 +32,8 @@ from lib.augment import augment, simclr_views
 from lib.cff import CHUNK_TOKENS, CFFConfig, cff_probe, cff_step, new_model, train_cff
 from lib.data import DatasetNotFoundError, get_dataset, load_dataset
 from lib.losses import margin_schedule
-from lib.results import ResultsStore
 from lib.optim import scaled_lr
+from lib.results import ResultsStore
 from lib.ssl import SSLConfig, build_model, build_optimizer, keep_freed_memory, make_step
 from lib.studies import margin_factorial
 from lib.sweep import run_sweep

@@ -74,14 +74,12 @@ force: bool = False  # re-run configs that already have a finished record
 # %%
 import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
 import seaborn as sns
 from IPython.display import Markdown, display
 
 from lib.notebook import setup
-from lib.studies import common
-from lib.studies.common import plot_ratio_with_ci
 from lib.studies import cross_dataset as study
+from lib.studies.common import plot_ratio_with_ci
 from lib.sweep import run_sweep
 
 nb = setup(study, globals())  # checks every parameter and loads the data before any compute; says where results go

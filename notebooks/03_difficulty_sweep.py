@@ -76,7 +76,6 @@ force: bool = False  # re-run configs that already have a finished record
 # %%
 import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
 import seaborn as sns
 import torch
 from IPython.display import Markdown, display
@@ -84,9 +83,8 @@ from IPython.display import Markdown, display
 from lib.augment import distort
 from lib.data import get_dataset
 from lib.notebook import setup
-from lib.studies import common
-from lib.studies.common import plot_ratio_with_ci
 from lib.studies import difficulty_sweep as study
+from lib.studies.common import plot_ratio_with_ci
 from lib.sweep import run_sweep
 
 nb = setup(study, globals())  # checks every parameter and loads the data before any compute; says where results go

@@ -110,10 +110,10 @@ import time
 
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.ticker import NullFormatter, ScalarFormatter
 import pandas as pd
 import seaborn as sns
 from IPython.display import Markdown, display
+from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from lib.data import get_dataset
 from lib.evaluation import ood_label

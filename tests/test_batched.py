@@ -4,13 +4,19 @@ import copy
 import pytest
 import torch
 
-from lib.batched import (batched_cff_step, batched_forward, stack_seeds, stacked_clamp_activation_rate,
-                         train_cff_seeds, unstack_seed)
+from lib.batched import (
+    batched_cff_step,
+    batched_forward,
+    stack_seeds,
+    stacked_clamp_activation_rate,
+    train_cff_seeds,
+    unstack_seed,
+)
 from lib.cff import CFFConfig, cff_step, train_cff
-from lib.results import ResultsStore
-from lib.sweep import NON_FINITE, run_sweep
 from lib.diagnostics import clamp_activation_rate
 from lib.models import CFFViT
+from lib.results import ResultsStore
+from lib.sweep import NON_FINITE, run_sweep
 
 # On a CPU, vmap has no batching rule for the fused CPU attention kernel and loops over the seeds
 # (correct, only slower); on CUDA the flash/efficient/cuDNN kernels have batching rules.

@@ -7,10 +7,8 @@ import os
 import pickle
 import time
 from datetime import datetime
-from pathlib import Path
 
 import pytest
-import submitit
 
 from lib import dispatch
 from lib.config import as_dict, call

@@ -13,10 +13,10 @@ import torch.nn.functional as F
 from scipy.stats import mannwhitneyu
 from sklearn.metrics import roc_auc_score
 
-from lib.losses import decoupled_cross_view_nce, info_nce, negative_cosine, simsiam_loss
 from lib.data import imbalance_base, imbalanced_class_sizes, imbalanced_indices
 from lib.evaluation import class_mean_norms, knn_correct, norm_buckets, recalibrate_batchnorm
 from lib.interventions import GradScale, cut_init, grad_scale
+from lib.losses import decoupled_cross_view_nce, info_nce, negative_cosine, simsiam_loss
 from lib.optim import warmup_cosine
 from lib.params import ParameterError
 from lib.resnet import SimCLRNet, SimSiamNet

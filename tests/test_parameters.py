@@ -12,7 +12,6 @@ and from a broad strategy of every JSON-ish type. Parameters without a domain (d
 list-valued ones) keep the weaker check: an error, if raised, names the parameter.
 """
 import importlib
-import math
 import re
 import sys
 import typing
@@ -24,7 +23,7 @@ from hypothesis import strategies as st
 
 from lib.params import MAX_SEEDS, ParameterError
 from lib.run_all import notebooks
-from tests.parameter_domains import DOMAINS, Number
+from tests.parameter_domains import DOMAINS
 
 # Which parameters a notebook passes through without validating in resolve: paths and names, used only to read and write.
 PATHS = {"data_root", "results_dir", "variant"}  # variant: a folder name, checked by lib.notebook

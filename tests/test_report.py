@@ -4,7 +4,6 @@ import io
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import matplotlib
 import nbformat

@@ -19,8 +19,15 @@ from lib import config as config_module
 from lib import results as R
 from lib.config import Config
 from lib.params import ParameterError
-from lib.results import (FINISHED_STATUSES, ResultsStore, ResultsStoreError, ResultsStoreWarning,
-                         atomic_write_text, canonical_json, config_hash)
+from lib.results import (
+    FINISHED_STATUSES,
+    ResultsStore,
+    ResultsStoreError,
+    ResultsStoreWarning,
+    atomic_write_text,
+    canonical_json,
+    config_hash,
+)
 
 FAKE_ENV = {"git_commit": "abc", "git_dirty": False, "python": "3", "torch": "t", "torchvision": None,
             "numpy": "n", "platform": "p", "hostname": "h", "device": "cpu", "torch_threads": 1}

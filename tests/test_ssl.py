@@ -14,14 +14,22 @@ import torchvision.transforms.v2.functional as TF
 from scipy.stats import ks_2samp
 from torch.utils.flop_counter import FlopCounterMode
 
-from lib.augment import (JITTER_OPS, SimCLRParams, apply_simclr_params, draw_simclr_params, normalize,
-                         random_resized_crop_boxes, simclr_augment, simclr_views)
-from lib.data import load_dataset
-from lib.losses import flat_nce, info_nce, pair_logits
-from lib.params import ParameterError
+from lib.augment import (
+    JITTER_OPS,
+    SimCLRParams,
+    apply_simclr_params,
+    draw_simclr_params,
+    normalize,
+    random_resized_crop_boxes,
+    simclr_augment,
+    simclr_views,
+)
 from lib.bench import simclr_step_rate
+from lib.data import load_dataset
 from lib.evaluation import knn_accuracy, knn_predict, linear_probe
+from lib.losses import flat_nce, info_nce, pair_logits
 from lib.optim import LARS, make_optimizer, param_groups, scaled_lr, warmup_cosine
+from lib.params import ParameterError
 from lib.resnet import Projector, ResNet18, SimCLRNet
 from lib.ssl import SSLConfig, nce_diagnostics, train_ssl
 

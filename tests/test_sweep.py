@@ -16,7 +16,6 @@ from lib.cff import CFFConfig, train_cff
 from lib.config import Config
 from lib.results import ResultsStore
 from lib.sweep import run_sweep
-
 from tests.conftest import TINY_CFF
 
 SWEEP_SCRIPT = textwrap.dedent("""
@@ -148,8 +147,9 @@ def test_a_sweep_killed_where_chosen_resumes_to_the_uninterrupted_table(tmp_path
 def test_a_live_writers_temp_file_is_kept(tmp_path):
     """Only temp files of dead writers on this host are removed: a live process's (this one's), or
     another host's, may be mid-write."""
-    from lib.results import remove_stale_temp_files
     import socket
+
+    from lib.results import remove_stale_temp_files
 
     host = socket.gethostname()
     dead = subprocess.Popen([sys.executable, "-c", "pass"])

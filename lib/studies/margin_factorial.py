@@ -14,8 +14,10 @@ from lib import params, stats
 from lib.cff import CFFConfig, train_cff
 from lib.losses import MARGIN_MODES, STABILIZERS
 from lib.studies import common
-from lib.studies.common import sweep_options  # noqa: F401  (run_sweep's options: part of every study's interface)
-from lib.studies.common import variance_comparison
+from lib.studies.common import (
+    sweep_options,  # noqa: F401  (run_sweep's options: part of every study's interface)
+    variance_comparison,
+)
 
 STUDY = "01_margin_factorial"
 TRAIN = train_cff
