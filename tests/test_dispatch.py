@@ -11,7 +11,8 @@ from datetime import datetime
 import pytest
 
 from lib import dispatch
-from lib.config import as_dict, call
+from lib.collapse_train import CollapseConfig
+from lib.config import as_dict
 from lib.params import ParameterError
 from lib.studies import stop_gradient
 from lib.sweep import run_sweep
@@ -103,10 +104,10 @@ def test_slurm_path_on_submitit_local_executor(tmp_path):
     p = plan(tmp_path, **ONE_CELL)
     assert len(p.configs) == 7
 
-    def fails_for_the_head(**config):  # pickled by value into each task
-        if config["experiment"] == "head":
+    def fails_for_the_head(config: CollapseConfig, **options):  # pickled by value into each task
+        if config.experiment == "head":
             raise RuntimeError("node lost")
-        return call(stop_gradient.TRAIN, config)
+        return stop_gradient.TRAIN(config, **options)
 
     executor = dispatch.slurm_executor(tmp_path / "logs", name="t", cluster="local", timeout_min=5)
     task = dispatch.RecordRun(p.store, fails_for_the_head, None, "cpu", threads=1)
@@ -138,11 +139,11 @@ def test_a_run_reaching_its_time_limit_is_requeued_and_recorded_once(tmp_path):
     p.missing = p.missing[:1]
     marker = tmp_path / "first_attempt"
 
-    def slow_first_time(**config):
+    def slow_first_time(config: CollapseConfig, **options):
         if not marker.exists():
             marker.touch()
             time.sleep(120)  # the time limit strikes here
-        return call(stop_gradient.TRAIN, config)
+        return stop_gradient.TRAIN(config, **options)
 
     # 40 s per attempt: a requeued attempt (a fresh interpreter importing torch, then the run) must fit
     # even on a loaded machine; at 15 s it timed out again when two other test processes ran beside it
