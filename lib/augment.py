@@ -13,6 +13,10 @@ jitter applied with probability 0.8, grayscale with probability 0.2, then normal
 per-image random parameters are drawn for the whole batch at once (:func:`draw_simclr_params`)
 and applied in float32 on [0, 1] pixels (:func:`apply_simclr_params`): torchvision rounds to uint8
 after each step, this pipeline rounds nowhere, so the two agree in distribution, not bit for bit.
+
+The module runs past 400 lines because it holds the three augmentations the studies use (CFF's crop
+and flip, SimCLR's crop, jitter and grayscale, study 3's distortion levels), which share the argument
+checks at its end.
 """
 from __future__ import annotations
 

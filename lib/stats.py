@@ -12,6 +12,10 @@ Conventions shared by every function here:
 * Variances are unbiased sample variances, ``ddof=1``:
   ``Var(x) = sum_i (x_i - mean(x))^2 / (n - 1)``.
 * "Two-sided" tests use equal tails of ``alpha / 2``.
+
+The module runs past 400 lines because every statistic a verdict reads lives here (variance ratios,
+Levene, bootstrap, Welch, ANOVA, power, AUROC, rank and log-log fits), each with its argument checks,
+so that the notebooks' numbers come from one place that the tests check against references.
 """
 from __future__ import annotations
 
