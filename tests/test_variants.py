@@ -77,7 +77,7 @@ def test_a_variant_reuses_the_canonical_runs_it_shares_by_copying_their_records(
     configs = STUDY_01.module.plan(settings)
     store, reused = open_store(STUDY_01, settings, configs, tmp_path, "m0-0.3_seeds-3")
     assert store.root == tmp_path / "variants" / "m0-0.3_seeds-3"
-    dose = [c for c in configs if c["m0"] == settings["dose_m0"]]  # the dose-response runs do not depend on m0 or seeds
+    dose = [c for c in configs if c.m0 == settings["dose_m0"]]  # the dose-response runs do not depend on m0 or seeds
     assert sorted(reused) == sorted(store.run_id(c) for c in dose) and len(dose) == settings["dose_seeds"]
     for run_id in reused:
         assert store.path(run_id).read_bytes() == (tmp_path / "runs" / STUDY_01.name / "quick" / f"{run_id}.json").read_bytes()
