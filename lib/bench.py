@@ -22,6 +22,7 @@ import json
 import os
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -123,7 +124,8 @@ def augmentation_rates(x_uint8: torch.Tensor, *, batches: int, batch: int = 512)
             for _ in range(2):
                 augment(x[i:i + batch], padding=12, flip=True, mean=mean, std=std, generator=gen)
 
-    transform = T.Compose([T.RandomCrop(32, padding=12), T.RandomHorizontalFlip(), T.ToTensor(), T.Normalize(mean, std)])
+    transform = T.Compose([T.RandomCrop(32, padding=12), T.RandomHorizontalFlip(), T.ToTensor(),
+                           T.Normalize(mean, std)])
     hwc = x.permute(0, 2, 3, 1).numpy()
 
     class TwoViews(torch.utils.data.Dataset):
@@ -142,14 +144,15 @@ def augmentation_rates(x_uint8: torch.Tensor, *, batches: int, batch: int = 512)
     lib_s = timed(library, repeat=3)
     rates = {"library": n / lib_s}
     for workers in (0, 2):
-        rates[f"pil_{workers}_workers"] = n / timed(lambda: pil(workers), repeat=1, warmup=0)
+        rates[f"pil_{workers}_workers"] = n / timed(partial(pil, workers), repeat=1, warmup=0)
     return rates
 
 
 def probe_share(data_root: str | None, *, steps: int) -> dict:
     """The probe's share of a `cpu`-profile run of study 1: probe time / (training + probe)."""
     settings = margin_factorial.PROFILES["cpu"]
-    keys = ("dataset", "dataset_options", "layers", "embed_dim", "heads", "patch", "epochs", "batch_size", "probe_epochs")
+    keys = ("dataset", "dataset_options", "layers", "embed_dim", "heads", "patch", "epochs", "batch_size",
+            "probe_epochs")
     config = CFFConfig(**{k: settings[k] for k in keys})
     try:
         ds = get_dataset(config.dataset, config.dataset_options, data_root)
@@ -246,8 +249,8 @@ def simclr_width_rates(x_uint8: torch.Tensor, *, repeat: int, batch: int = 256) 
     Run it last: the step calls :func:`lib.ssl.keep_freed_memory`, which keeps this process's freed
     memory for good, so anything measured after it would run under another allocator policy.
     """
-    rows = [beside_matmul(lambda: simclr_step_rate(batch=batch, width_multiplier=width, repeat=repeat,
-                                                   x_uint8=x_uint8))
+    rows = [beside_matmul(partial(simclr_step_rate, batch=batch, width_multiplier=width, repeat=repeat,
+                                  x_uint8=x_uint8))
             for width in SIMCLR_WIDTHS]
     return [dict(r, speedup=r["images_per_s"] / rows[0]["images_per_s"]) for r in rows]
 
@@ -268,7 +271,8 @@ def notebook_times(profile: str) -> list[dict]:
             render(nb, profile=profile, results_dir=tmp, output_dir=Path(tmp) / "notebooks")
             rows.append(dict(notebook=nb.stem, seconds=time.perf_counter() - t0))
             print(f"{nb.stem} [{profile}]: {rows[-1]['seconds']:.0f} s = "
-                  f"{rows[-1]['seconds'] / NOTEBOOK_BUDGET_S[profile]:.2f} of its {NOTEBOOK_BUDGET_S[profile]:.0f} s budget",
+                  f"{rows[-1]['seconds'] / NOTEBOOK_BUDGET_S[profile]:.2f} of its "
+                  f"{NOTEBOOK_BUDGET_S[profile]:.0f} s budget",
                   flush=True)
     return rows
 
@@ -278,7 +282,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     parser.add_argument("--json", type=Path, help="also write the headline figures to this JSON file")
     parser.add_argument("--data-root", help="folder with cifar10.npz (else $DATA_ROOT; else procedural images)")
-    parser.add_argument("--notebooks", choices=sorted(NOTEBOOK_BUDGET_S), help="only time every notebook at this profile")
+    parser.add_argument("--notebooks", choices=sorted(NOTEBOOK_BUDGET_S),
+                        help="only time every notebook at this profile")
     args = parser.parse_args(argv)
     if args.notebooks:
         notebook_times(args.notebooks)
@@ -292,20 +297,21 @@ def main(argv: list[str] | None = None) -> int:
 
     ds = cifar10(args.data_root)
     print(f"images: {ds.source}", flush=True)
-    step_rows = [beside_matmul(lambda: cff_step_rate(ds, b, repeat=repeat)) for b in (512, 128)]
+    step_rows = [beside_matmul(partial(cff_step_rate, ds, b, repeat=repeat)) for b in (512, 128)]
     whole = beside_matmul(lambda: cff_step_rate(ds, 512, repeat=repeat, chunk_tokens=2**62))
     for r in step_rows:
         print(f"CFF step (E=128, L=8, batch {r['batch']}): {r['images_per_s']:.1f} images/s, "
-              f"{r['gflop_per_image']:.2f} GFLOP/image, {r['gflops']:.0f} GFLOP/s = {r['gflops'] / r['matmul_gflops']:.0%} "
-              f"of the matmul rate beside it ({r['matmul_gflops']:.0f}); data {r['data_share']:.1%} of the step", flush=True)
+              f"{r['gflop_per_image']:.2f} GFLOP/image, {r['gflops']:.0f} GFLOP/s = "
+              f"{r['gflops'] / r['matmul_gflops']:.0%} of the matmul rate beside it ({r['matmul_gflops']:.0f}); "
+              f"data {r['data_share']:.1%} of the step", flush=True)
     print(f"CFF step, batch 512 as one chunk (no cache blocking): {whole['images_per_s']:.1f} images/s = "
           f"{whole['gflops'] / whole['matmul_gflops']:.0%} of matmul; chunks of {CHUNK_TOKENS} tokens are "
           f"{step_rows[0]['images_per_s'] / whole['images_per_s']:.2f}x faster", flush=True)
 
     aug = augmentation_rates(ds.x_train, batches=4 if args.quick else 16)
     for name, rate in aug.items():
-        print(f"augmentation, two views, {name}: {rate:.0f} images/s ({rate / aug['pil_0_workers']:.1f}x PIL with 0 workers)",
-              flush=True)
+        print(f"augmentation, two views, {name}: {rate:.0f} images/s "
+              f"({rate / aug['pil_0_workers']:.1f}x PIL with 0 workers)", flush=True)
 
     probe = probe_share(args.data_root, steps=repeat)
     print(f"probe: {probe['probe_s']:.1f} s of a {probe['train_s_estimated'] + probe['probe_s']:.0f} s cpu-profile run "
@@ -313,8 +319,9 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         seeds = parallel_seed_scaling(2 if args.quick else 4, 1 if args.quick else 3, Path(tmp))
-    print(f"seeds in parallel: {seeds['seeds']} runs, {seeds['workers']} processes of 1 thread: {seeds['speedup']:.2f}x "
-          f"one single-threaded process at a time ({seeds['speedup'] / seeds['workers']:.0%} of ideal)", flush=True)
+    print(f"seeds in parallel: {seeds['seeds']} runs, {seeds['workers']} processes of 1 thread: "
+          f"{seeds['speedup']:.2f}x one single-threaded process at a time "
+          f"({seeds['speedup'] / seeds['workers']:.0%} of ideal)", flush=True)
 
     # Last, on purpose: see simclr_width_rates.
     simclr = simclr_width_rates(ds.x_train, repeat=1 if args.quick else 3)

@@ -70,7 +70,8 @@ class Plan:
 
     def summary(self) -> str:
         writes = f"variant {self.variant}" if self.variant else "canonical"
-        return (f"{self.study.notebook} [{self.store.profile}, {writes}: {relative(self.store.runs_dir)}]: {len(self.configs)} runs, "
+        return (f"{self.study.notebook} [{self.store.profile}, {writes}: {relative(self.store.runs_dir)}]: "
+                f"{len(self.configs)} runs, "
                 f"{len(self.configs) - len(self.missing)} recorded, {len(self.missing)} to run")
 
 
@@ -124,7 +125,8 @@ def run_local(plan: Plan, *, workers: int | None = None) -> list[dict]:
 
 def slurm_executor(folder: Path, *, name: str, cluster: str = "slurm", timeout_min: float = 60,
                    cpus_per_task: int = 1, gpus_per_node: int = 0, mem_gb: float | None = None,
-                   partition: str | None = None, max_num_timeout: int = 3, signal_delay_s: int = 90) -> submitit.Executor:
+                   partition: str | None = None, max_num_timeout: int = 3,
+                   signal_delay_s: int = 90) -> submitit.Executor:
     """A submitit executor for one array of runs (``cluster='local'``: submitit's local executor)."""
     if cluster not in SUBMITIT_CLUSTERS:
         raise ParameterError(f"submitit cluster={cluster!r} is not allowed: one of {', '.join(SUBMITIT_CLUSTERS)}")

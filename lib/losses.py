@@ -37,7 +37,7 @@ def margin_schedule(m0: float, m_last: float, layers: int) -> list[float]:
             raise ValueError(f"{name}={m} must be a finite margin >= 0")
     if layers == 1:
         return [float(m0)]
-    steps = [l / (layers - 1) for l in range(layers)]
+    steps = [layer / (layers - 1) for layer in range(layers)]
     return [m0 * (1 - t) + m_last * t for t in steps]  # exact at both ends
 
 

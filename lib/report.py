@@ -68,7 +68,8 @@ def variants_section(results: Path) -> str:
         link = notebook.with_suffix(".html") if notebook.with_suffix(".html").exists() else notebook
         rows.append(f"<tr><td>{html.escape(variant)}</td><td>{html.escape(study)}</td><td>{profile}</td>"
                     f"<td>{meta.get('runs', '')}</td>"
-                    f'<td><a href="{html.escape(link.relative_to(results).as_posix())}">{html.escape(link.name)}</a></td></tr>')
+                    f'<td><a href="{html.escape(link.relative_to(results).as_posix())}">'
+                    f'{html.escape(link.name)}</a></td></tr>')
     if not rows:
         return ""
     return ('<h2 id="variants">Variants: experiments with other parameters, not the shipped results</h2>\n'

@@ -14,10 +14,10 @@ writes a canonical path. A variant reuses a run the canonical store has by copyi
 (``copy_finished``).
 
 A run is identified by its config (a typed config of ``lib.config`` or its dict form):
-``run_id = config_hash(config)``, the first 16 hex chars of the SHA-256 of ``config_json(config)``. Study and profile are not part of the hash; they
-select the folder. Put everything that makes runs differ (seed, dataset, hyper-parameters) in
-the config: ``write`` refuses a ``seed``/``dataset`` argument that contradicts a ``seed``/
-``dataset`` key of the config.
+``run_id = config_hash(config)``, the first 16 hex chars of the SHA-256 of ``config_json(config)``.
+Study and profile are not part of the hash; they select the folder. Put everything that makes runs
+differ (seed, dataset, hyper-parameters) in the config: ``write`` refuses a ``seed``/``dataset``
+argument that contradicts a ``seed``/``dataset`` key of the config.
 
 Hashing rules (``canonical_json``)
 ----------------------------------

@@ -87,7 +87,8 @@ def render(notebook: Path, *, profile: str, results_dir: str = "results", parame
         executed = Path(tmp) / target.name
         try:
             papermill.execute_notebook(str(notebook), str(executed), cwd=str(PROJECT_ROOT), kernel_name="python3",
-                                       parameters={"profile": profile, "results_dir": results_dir, **(parameters or {})},
+                                       parameters={"profile": profile, "results_dir": results_dir,
+                                                   **(parameters or {})},
                                        progress_bar=False)
         except BaseException:
             if executed.exists():

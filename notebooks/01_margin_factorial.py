@@ -32,7 +32,8 @@
 # %% tags=["parameters"]
 from typing import Optional
 
-profile: str = "quick"  # smoke | quick | cpu | paper: a parameter left as None takes the profile's value, else CFFConfig's default
+# A parameter left as None takes the profile's value, else CFFConfig's default.
+profile: str = "quick"  # smoke | quick | cpu | paper
 dataset: Optional[str] = None  # cifar10 | cifar100 | svhn | fashion_mnist | mnist | digits | shapes
 dataset_options: Optional[dict] = None  # lib.data.load_dataset options, e.g. {"num_classes": 10, "difficulty": 0.3}
 data_root: Optional[str] = None  # folder of <name>.npz arrays; None: $DATA_ROOT, then torchvision's cache
@@ -56,7 +57,7 @@ probe_epochs: Optional[int] = None  # linear-probe epochs [code: 50]
 workers: Optional[int] = None  # runs in parallel processes; the cores are divided among them
 device: str = "auto"  # auto | cpu | cuda: on a GPU the seeds of a cell train as one batched model
 results_dir: str = "results"  # records and tables go here (relative to the project root)
-variant: Optional[str] = None  # None: the profile's own parameters write canonical results; an override writes results/variants/<name>/
+variant: Optional[str] = None  # None: canonical results, or results/variants/<name>/ when a parameter is overridden
 force: bool = False  # re-run configs that already have a finished record
 
 # %%
@@ -74,11 +75,13 @@ settings, configs, store = nb.settings, nb.configs, nb.store
 display(Markdown(
     f"{settings['seeds']} seeds per cell, {settings['dose_seeds']} dose-response seeds; "
     f"L={settings['layers']}, E={settings['embed_dim']}, {settings['epochs']} epochs, "
-    f"m0={settings['m0']:g}, m_last={settings['m_last']:g}, τ={settings['temperature']:g}, lr={settings['lr']:g}, batch {settings['batch_size']}."))
+    f"m0={settings['m0']:g}, m_last={settings['m_last']:g}, τ={settings['temperature']:g}, lr={settings['lr']:g}, "
+    f"batch {settings['batch_size']}."))
 
 # %% [markdown]
 # ## Runs
-# Runs with a finished record are skipped, so an interrupted sweep resumes where it stopped. To run them elsewhere first, in a process pool or as a Slurm array, use
+# Runs with a finished record are skipped, so an interrupted sweep resumes where it stopped. To run them
+# elsewhere first, in a process pool or as a Slurm array, use
 # `python -m lib.dispatch 01 --profile <profile>` (`--backend slurm`, see the README): this cell then only collects.
 
 # %%
@@ -121,7 +124,8 @@ if "pooled" in out:
     display(vr_table)
     w, pw = out["welch"], out["power"]
     display(Markdown(
-        f"Welch's t-test, clamp − subtract: {w.mean_diff:+.2f} points, t = {w.t:.2f}, df = {w.df:.1f}, p = {w.p_value:.3g}.  \n"
+        f"Welch's t-test, clamp − subtract: {w.mean_diff:+.2f} points, t = {w.t:.2f}, df = {w.df:.1f}, "
+        f"p = {w.p_value:.3g}.  \n"
         + (f"Seeds per arm for 80% power (α = 0.05, two-sided, at the observed effects): mean difference "
            f"(Cohen's d = {pw.cohens_d:.2f}) → {pw.n_mean}; variance ratio {pw.variance_ratio:.2f} → {pw.n_variance}."
            if pw is not None else "Seeds for 80% power: not computed, every subtract run has the same accuracy.")))
@@ -171,4 +175,5 @@ display(comparison)
 # of this sweep:
 
 # %%
-print(records[0]["extra"].get("rerun", "(recorded before provenance was kept: python -m lib.rerun --train <module.function> --config <its config>)"))
+print(records[0]["extra"].get("rerun", "(recorded before provenance was kept: "
+                                       "python -m lib.rerun --train <module.function> --config <its config>)"))

@@ -45,14 +45,16 @@
 # %% tags=["parameters"]
 from typing import Optional
 
-profile: str = "quick"  # smoke | quick | cpu | paper: a parameter left as None takes the profile's value, else CFFConfig's default
-datasets: Optional[list] = None  # entries from cifar10, cifar100, svhn, fashion_mnist, mnist, shapes10, shapes100, shapes10_easy
-skip_missing: Optional[bool] = None  # True: leave out datasets that cannot be found, saying why; False: fail before training
+# A parameter left as None takes the profile's value, else CFFConfig's default.
+profile: str = "quick"  # smoke | quick | cpu | paper
+datasets: Optional[list] = None  # cifar10, cifar100, svhn, fashion_mnist, mnist, shapes10, shapes100, shapes10_easy
+skip_missing: Optional[bool] = None  # True: skip datasets that cannot be found, saying why; False: fail before training
 shapes_options: Optional[dict] = None  # n_train / n_test / seed of the procedural stand-ins
 data_root: Optional[str] = None  # folder of <name>.npz arrays; None: $DATA_ROOT, then torchvision's cache
 seeds: Optional[int] = None  # seeds per arm and dataset (about 5 reproduce the paper's p-values [ours, inferred])
 margin_modes: list = ["clamp", "subtract"]  # margin treatments compared [paper]
-stabilizer: Optional[str] = None  # logit stabiliser of every run (gradient-neutral, so one is enough; CFFConfig: detach [code])
+# One logit stabiliser is enough: it is gradient-neutral.
+stabilizer: Optional[str] = None  # logit stabiliser of every run (CFFConfig: detach [code])
 m0: Optional[float] = None  # layer-0 margin (CFFConfig: 0.4 [code])
 m_last: Optional[float] = None  # last-layer margin; linear in between (CFFConfig: 0.1 [code])
 temperature: Optional[float] = None  # contrastive temperature (CFFConfig: 0.15 [code])
@@ -68,7 +70,7 @@ probe_epochs: Optional[int] = None  # linear-probe epochs [code: 50]
 workers: Optional[int] = None  # runs in parallel processes; the cores are divided among them
 device: str = "auto"  # auto | cpu | cuda: on a GPU the seeds of a cell train as one batched model
 results_dir: str = "results"  # records and tables go here (relative to the project root)
-variant: Optional[str] = None  # None: the profile's own parameters write canonical results; an override writes results/variants/<name>/
+variant: Optional[str] = None  # None: canonical results, or results/variants/<name>/ when a parameter is overridden
 force: bool = False  # re-run configs that already have a finished record
 
 # %%
@@ -89,7 +91,8 @@ display(Markdown(
     f"{len(settings['available'])} datasets x "
     f"{len(settings['margin_modes'])} arms x {settings['seeds']} seeds, stabiliser `{settings['stabilizer']}`, "
     f"L={settings['layers']}, E={settings['embed_dim']}, {settings['epochs']} epochs, "
-    f"m0={settings['m0']:g}, m_last={settings['m_last']:g}, τ={settings['temperature']:g}, lr={settings['lr']:g}, batch {settings['batch_size']}.  \n"
+    f"m0={settings['m0']:g}, m_last={settings['m_last']:g}, τ={settings['temperature']:g}, lr={settings['lr']:g}, "
+    f"batch {settings['batch_size']}.  \n"
     + "".join(f"- `{e}`: {info['source']}"
               + (f" — stand-in for {study.display_name(study.like(e))}"
                  + (f" ({study.STAND_INS[e]['role']})" if e in study.STAND_INS else "")
@@ -101,7 +104,8 @@ for entry, message in skipped.items():
 
 # %% [markdown]
 # ## Runs
-# Runs with a finished record are skipped, so an interrupted sweep resumes where it stopped. To run them elsewhere first, in a process pool or as a Slurm array, use
+# Runs with a finished record are skipped, so an interrupted sweep resumes where it stopped. To run them
+# elsewhere first, in a process pool or as a Slurm array, use
 # `python -m lib.dispatch 02 --profile <profile>` (`--backend slurm`, see the README): this cell then only collects.
 
 # %%
@@ -139,10 +143,12 @@ plt.show()
 # %% tags=["key-figure"]
 shown = summary[np.isfinite(summary.vr)]
 fig, ax = plt.subplots(figsize=(7, 4))
-plot_ratio_with_ci(ax, shown.dataset, shown.vr, shown.ci_low, shown.ci_high, label="ours, bootstrap 95% CI (arrow: open)")
+plot_ratio_with_ci(ax, shown.dataset, shown.vr, shown.ci_low, shown.ci_high,
+                   label="ours, bootstrap 95% CI (arrow: open)")
 published = [(r.dataset, study.PUBLISHED[r.like]["vr"]) for r in shown.itertuples() if r.like in study.PUBLISHED]
 if published:
-    ax.scatter(*zip(*published), marker="x", color="tab:red", s=80, zorder=3, label="paper (of the dataset it stands for)")
+    ax.scatter(*zip(*published), marker="x", color="tab:red", s=80, zorder=3,
+               label="paper (of the dataset it stands for)")
 ax.axhline(1, color="grey", linestyle="--")
 ax.set(yscale="log", ylabel="Var(clamp) / Var(subtract)", title="Variance ratio per dataset")
 ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)  # outside: never over a point
@@ -188,4 +194,5 @@ display(comparison)
 # of this sweep:
 
 # %%
-print(records[0]["extra"].get("rerun", "(recorded before provenance was kept: python -m lib.rerun --train <module.function> --config <its config>)"))
+print(records[0]["extra"].get("rerun", "(recorded before provenance was kept: "
+                                       "python -m lib.rerun --train <module.function> --config <its config>)"))

@@ -46,7 +46,8 @@
 # %% tags=["parameters"]
 from typing import Optional
 
-profile: str = "quick"  # smoke | quick | cpu | paper: a parameter left as None takes the profile's value, else CFFConfig's default
+# A parameter left as None takes the profile's value, else CFFConfig's default.
+profile: str = "quick"  # smoke | quick | cpu | paper
 dataset: Optional[str] = None  # cifar10 | cifar100 | svhn | fashion_mnist | mnist | digits | shapes
 dataset_options: Optional[dict] = None  # lib.data.load_dataset options, e.g. {"num_classes": 10} for shapes
 data_root: Optional[str] = None  # folder of <name>.npz arrays; None: $DATA_ROOT, then torchvision's cache
@@ -54,7 +55,8 @@ knob: Optional[str] = None  # aug_level (augmentation strength, any dataset) | d
 levels: Optional[list] = None  # knob levels, none to severe: aug_level 0..4, difficulty in [0, 1]
 seeds: Optional[int] = None  # seeds per arm and level
 margin_modes: list = ["clamp", "subtract"]  # margin treatments compared [paper]
-stabilizer: Optional[str] = None  # logit stabiliser of every run (gradient-neutral, so one is enough; CFFConfig: detach [code])
+# One logit stabiliser is enough: it is gradient-neutral.
+stabilizer: Optional[str] = None  # logit stabiliser of every run (CFFConfig: detach [code])
 m0: Optional[float] = None  # layer-0 margin (CFFConfig: 0.4 [code])
 m_last: Optional[float] = None  # last-layer margin; linear in between (CFFConfig: 0.1 [code])
 temperature: Optional[float] = None  # contrastive temperature (CFFConfig: 0.15 [code])
@@ -70,7 +72,7 @@ probe_epochs: Optional[int] = None  # linear-probe epochs [code: 50]
 workers: Optional[int] = None  # runs in parallel processes; the cores are divided among them
 device: str = "auto"  # auto | cpu | cuda: on a GPU the seeds of a cell train as one batched model
 results_dir: str = "results"  # records and tables go here (relative to the project root)
-variant: Optional[str] = None  # None: the profile's own parameters write canonical results; an override writes results/variants/<name>/
+variant: Optional[str] = None  # None: canonical results, or results/variants/<name>/ when a parameter is overridden
 force: bool = False  # re-run configs that already have a finished record
 
 # %%
@@ -105,7 +107,8 @@ display(Markdown(
 
 # %%
 show = 8
-fig, axes = plt.subplots(len(settings["levels"]), show, figsize=(1.2 * show, 1.25 * len(settings["levels"])), squeeze=False)
+fig, axes = plt.subplots(len(settings["levels"]), show, figsize=(1.2 * show, 1.25 * len(settings["levels"])),
+                         squeeze=False)
 for row, level in zip(axes, settings["levels"]):
     if settings["knob"] == "aug_level":
         images = distort(ds.x_train[:show], level, torch.Generator().manual_seed(0))
@@ -113,7 +116,8 @@ for row, level in zip(axes, settings["levels"]):
         level_config = study.plan({**settings, "levels": [level], "seeds": 1})[0]
         images = get_dataset(level_config.dataset, level_config.dataset_options, data_root).x_train[:show]
     for ax, image in zip(row, images):
-        ax.imshow(image.permute(1, 2, 0).squeeze(-1).numpy(), cmap="gray" if image.shape[0] == 1 else None, vmin=0, vmax=255)
+        ax.imshow(image.permute(1, 2, 0).squeeze(-1).numpy(), cmap="gray" if image.shape[0] == 1 else None,
+                  vmin=0, vmax=255)
         ax.set_xticks([]), ax.set_yticks([])
     row[0].set_ylabel(f"{level:g}", rotation=0, labelpad=15)
 fig.suptitle(f"{settings['knob']} levels (rows), before the standard crop{' and flip' if configs[0].flip else ''}")
@@ -121,7 +125,8 @@ plt.show()
 
 # %% [markdown]
 # ## Runs
-# Runs with a finished record are skipped, so an interrupted sweep resumes where it stopped. To run them elsewhere first, in a process pool or as a Slurm array, use
+# Runs with a finished record are skipped, so an interrupted sweep resumes where it stopped. To run them
+# elsewhere first, in a process pool or as a Slurm array, use
 # `python -m lib.dispatch 03 --profile <profile>` (`--backend slurm`, see the README): this cell then only collects.
 
 # %%
@@ -148,7 +153,8 @@ fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
 sns.stripplot(data=ok_runs, x="level", y="top1_pct", hue="margin_mode", dodge=True, alpha=0.8, ax=left)
 left.axhline(chance, color="grey", linestyle=":", label="chance")
 left.set(xlabel=settings["knob"], ylabel="top-1 test accuracy (%)", title="Accuracy per seed")
-sns.lineplot(data=ok_runs, x="level", y=100 * ok_runs.car_layer0, hue="margin_mode", marker="o", errorbar="sd", ax=right)
+sns.lineplot(data=ok_runs, x="level", y=100 * ok_runs.car_layer0, hue="margin_mode", marker="o", errorbar="sd",
+             ax=right)
 right.set(xlabel=settings["knob"], ylabel="layer-0 CAR (%)", title="Layer-0 clamp activation rate (mean ± sd)")
 plt.tight_layout()
 plt.show()
@@ -194,4 +200,5 @@ display(comparison)
 # of this sweep:
 
 # %%
-print(records[0]["extra"].get("rerun", "(recorded before provenance was kept: python -m lib.rerun --train <module.function> --config <its config>)"))
+print(records[0]["extra"].get("rerun", "(recorded before provenance was kept: "
+                                       "python -m lib.rerun --train <module.function> --config <its config>)"))

@@ -77,15 +77,17 @@ latent_lr: float = 0.1  # SGD step [ours]
 latent_seeds: Optional[int] = None  # independent simulations
 # (c, d) images
 dataset: Optional[str] = None  # training data: cifar10 | cifar100 | svhn | fashion_mnist | mnist | digits | shapes
-dataset_options: Optional[dict] = None  # lib.data.load_dataset options, e.g. shapes' {"num_classes": 10, "image_size": 32}
+# dataset_options, e.g. shapes' {"num_classes": 10, "image_size": 32}
+dataset_options: Optional[dict] = None  # lib.data.load_dataset options
 imbalanced_dataset: Optional[str] = None  # data of the imbalanced runs (paper: cifar100)
 data_root: Optional[str] = None  # folder of <name>.npz arrays; None: $DATA_ROOT, then torchvision's cache
 methods: list = ["simclr", "simsiam"]  # simclr | simsiam
-interventions: Optional[list] = None  # on balanced data: default | weight_decay | cut_init | grad_scale | cut_init+grad_scale
+interventions: Optional[list] = None  # balanced: default | weight_decay | cut_init | grad_scale | cut_init+grad_scale
 imbalanced_interventions: Optional[list] = None  # on the imbalanced subset (the same names; [] for none)
-imbalance_base: Optional[float] = None  # class i keeps floor(n_i base^-i); None: 1.5 for 10 classes, 1.03365 for 100 [code]
-simclr_loss: Optional[str] = None  # SimCLR runs' loss: decoupled (the authors' cross-view form, None) [code] | infonce (SimCLR's NT-Xent) | flatnce
-simclr_weight_decays: Optional[list] = None  # the weight_decay intervention's values (default 1e-6; paper sweep 0, 1e-8, 1e-4)
+imbalance_base: Optional[float] = None  # class i keeps floor(n_i base^-i); None: 1.5 (10 classes), 1.03365 (100) [code]
+# decoupled: the authors' cross-view form [code]; infonce: SimCLR's NT-Xent
+simclr_loss: Optional[str] = None  # SimCLR runs' loss: decoupled (None) [code] | infonce | flatnce
+simclr_weight_decays: Optional[list] = None  # values of the weight_decay runs (default 1e-6; paper sweep 0, 1e-8, 1e-4)
 simsiam_weight_decays: Optional[list] = None  # the same for SimSiam (default 5e-4; paper sweep 0, 5e-6, 5e-2)
 simclr_lr: Optional[float] = None  # SimCLR base learning rate, times batch/256 (None: 0.3) [ours]
 simsiam_lr: Optional[float] = None  # SimSiam base learning rate, times batch/256 (None: 0.05) [ours]
@@ -99,10 +101,11 @@ epochs: Optional[int] = None  # training epochs (paper: 512)
 batch_size: Optional[int] = None  # images per batch, two views each (paper: 256)
 warmup_epochs: Optional[float] = None  # linear warm-up before the cosine schedule (paper: 10)
 probe_steps: Optional[int] = None  # L-BFGS iterations of the linear probe
-ood: Optional[list] = None  # unseen sets: names or {"dataset": ..., "dataset_options": {...}}; resized to the training data
+# the unseen sets are resized to the training data
+ood: Optional[list] = None  # unseen sets: names or {"dataset": ..., "dataset_options": {...}}
 workers: Optional[int] = None  # runs in parallel processes; the cores are divided among them
 results_dir: str = "results"  # records and tables go here (relative to the project root)
-variant: Optional[str] = None  # None: the profile's own parameters write canonical results; an override writes results/variants/<name>/
+variant: Optional[str] = None  # None: canonical results, or results/variants/<name>/ when a parameter is overridden
 force: bool = False  # re-run configs that already have a finished record
 
 # %%
@@ -152,7 +155,8 @@ def norm_histograms(ax, run, title):
 t_notebook = time.perf_counter()
 display(Markdown(
     f"Image runs ({', '.join(settings['methods'])}; "
-    f"{settings['seeds']} seed(s); width ×{settings['width_multiplier']}, {settings['epochs']} epochs, batch {settings['batch_size']}; "
+    f"{settings['seeds']} seed(s); width ×{settings['width_multiplier']}, {settings['epochs']} epochs, "
+    f"batch {settings['batch_size']}; "
     f"SimCLR loss `{settings['simclr_loss']}`) on `{settings['dataset']}` {settings['dataset_options'] or ''}"
     + (" — **a stand-in for CIFAR**" if stand_in else "") + ".\n\n"
     + "\n".join(f"- `{name}`: {ds.source}" for (name, _), ds in datasets.items())
@@ -216,10 +220,12 @@ display(latent.groupby("weight")[["count", "norm_start", "norm_end", "norm_growt
 display(Markdown(
     f"Spearman ρ of class frequency with the final norm: **{latent_summary['rho_norm']:+.2f}** (p = "
     f"{latent_summary['p_norm']:.2g}); with the growth: **{latent_summary['rho_growth']:+.2f}** (p = "
-    f"{latent_summary['p_growth']:.2g}), pooled over {latent_summary['seeds']} seeds; the rarest class ends smallest in "
+    f"{latent_summary['p_growth']:.2g}), pooled over {latent_summary['seeds']} seeds; "
+    "the rarest class ends smallest in "
     f"{latent_summary['rarest_smallest']:.0%} of the seeds."))
 fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-for ax, column, label in ((axes[0], "norm_end", "final mean norm"), (axes[1], "norm_growth", "final / initial mean norm")):
+for ax, column, label in ((axes[0], "norm_end", "final mean norm"),
+                          (axes[1], "norm_growth", "final / initial mean norm")):
     sns.stripplot(data=latent, x="weight", y=column, hue="seed", palette="tab10", ax=ax, legend=False)
     sns.pointplot(data=latent, x="weight", y=column, color="black", errorbar=None, ax=ax)
     ax.set(xlabel="class frequency (weight)", ylabel=label, title=f"Per class: {label}")
@@ -238,8 +244,8 @@ plt.show()
 # on normalised backbone features; `probe_top1`: linear probe on the frozen backbone (both in
 # percent, on the balanced test set); `*_vs_default`: the change against the same method's default
 # run; `norm_*`: mean projector-output norm in the first and last epoch (training batches, train
-# mode) and on the test set (eval mode, BatchNorm statistics re-estimated); `spread_last_epoch`: √d × the mean per-dimension std of
-# z/‖z‖ over a batch, SimSiam's collapse monitor (1 = spread over the sphere, 0 = collapsed);
+# mode) and on the test set (eval mode, BatchNorm statistics re-estimated); `spread_last_epoch`: √d × the mean
+# per-dimension std of z/‖z‖ over a batch, SimSiam's collapse monitor (1 = spread over the sphere, 0 = collapsed);
 # `class_norm_count_rho`: Spearman ρ of the per-class training-set norm with the class's image count.
 # Runs with a finished record are skipped, so an interrupted sweep resumes where it stopped. To run them
 # elsewhere first, in a process pool or as a Slurm array, use
@@ -269,12 +275,15 @@ for ax, metric, label in ((axes[0], "knn_top1", "kNN top-1 (%)"), (axes[1], "pro
     ax.set(xlabel="", ylabel=label, title=label)
     ax.tick_params(axis="x", rotation=20)
     ax.legend(fontsize="x-small")
-steps_long = pd.DataFrame([dict(step=i, norm=v, method=r["config"]["method"], kind=study.intervention_of(r["config"]).split("=")[0],
+steps_long = pd.DataFrame([dict(step=i, norm=v, method=r["config"]["method"],
+                                kind=study.intervention_of(r["config"]).split("=")[0],
                                 data="imbalanced" if r["config"]["imbalance_base"] else "balanced")
-                           for r in records if r["status"] == "ok" for i, v in enumerate(r["metrics"]["norm_per_step"])])
+                           for r in records if r["status"] == "ok"
+                           for i, v in enumerate(r["metrics"]["norm_per_step"])])
 balanced_steps = steps_long[steps_long.data == "balanced"]
 sns.lineplot(data=balanced_steps, x="step", y="norm", hue="kind", style="method", errorbar=None, ax=axes[2])
-axes[2].set(yscale="log", xlabel="training step", ylabel="mean ‖z‖ of the batch", title="Embedding norm during training (balanced)")
+axes[2].set(yscale="log", xlabel="training step", ylabel="mean ‖z‖ of the batch",
+            title="Embedding norm during training (balanced)")
 axes[2].legend(fontsize="x-small")
 plt.tight_layout()
 plt.show()
@@ -355,10 +364,12 @@ axes[0].legend()
 default_buckets = buckets[(buckets.intervention == "default") & (buckets["count"] >= MIN_BUCKET)]
 sns.lineplot(data=default_buckets, x="centre", y="accuracy", hue="method", marker="o", errorbar=None, ax=axes[1])
 axes[1].set(xlabel="min-max scaled norm (bucket)", ylabel="held-out kNN accuracy", title="(d) norm as confidence")
-shown_run = next((r for r in default_runs if r["config"]["method"] == "simclr"), default_runs[0] if default_runs else None)
+shown_run = next((r for r in default_runs if r["config"]["method"] == "simclr"),
+                 default_runs[0] if default_runs else None)
 if shown_run is not None:
     norm_histograms(axes[2], shown_run, f"(d) norm as OOD score ({shown_run['config']['method']}, default)")
-fig.suptitle(f"Embedding norms — profile {settings['profile']} on {settings['dataset']}" + (" (a stand-in for CIFAR)" if stand_in else ""))
+fig.suptitle(f"Embedding norms — profile {settings['profile']} on {settings['dataset']}"
+             + (" (a stand-in for CIFAR)" if stand_in else ""))
 plt.tight_layout()
 plt.show()
 
@@ -381,4 +392,5 @@ display(Markdown(f"Notebook compute after setup: {time.perf_counter() - t_notebo
 # of this sweep:
 
 # %%
-print(records[0]["extra"].get("rerun", "(recorded before provenance was kept: python -m lib.rerun --train <module.function> --config <its config>)"))
+print(records[0]["extra"].get("rerun", "(recorded before provenance was kept: "
+                                       "python -m lib.rerun --train <module.function> --config <its config>)"))

@@ -51,7 +51,8 @@ from typing import Optional
 
 profile: str = "quick"  # smoke | quick | cpu | paper: every parameter left as None takes the profile's value
 dataset: Optional[str] = None  # cifar10 | cifar100 | svhn | fashion_mnist | mnist | digits | shapes
-dataset_options: Optional[dict] = None  # lib.data.load_dataset options for shapes, e.g. {"num_classes": 10, "image_size": 32}
+# dataset_options, e.g. {"num_classes": 10, "image_size": 32}
+dataset_options: Optional[dict] = None  # lib.data.load_dataset options for shapes
 data_root: Optional[str] = None  # folder of <name>.npz arrays; None: $DATA_ROOT, then torchvision's cache
 batch_sizes: Optional[list] = None  # images per step N (2N - 2 negatives per anchor); the paper: 16 ... 4096
 losses: list = ["infonce", "flatnce"]  # contrastive losses compared [paper]
@@ -67,7 +68,7 @@ train_subset: Optional[int] = None  # use this many training images (0: all)
 workers: Optional[int] = None  # runs in parallel processes; the cores are divided among them
 device: str = "auto"  # auto | cpu | cuda: on a GPU the runs go one at a time
 results_dir: str = "results"  # records and tables go here (relative to the project root)
-variant: Optional[str] = None  # None: the profile's own parameters write canonical results; an override writes results/variants/<name>/
+variant: Optional[str] = None  # None: canonical results, or results/variants/<name>/ when a parameter is overridden
 force: bool = False  # re-run configs that already have a finished record
 
 # %%
@@ -90,9 +91,11 @@ paper = study.PROFILES["paper"]
 scale = pd.DataFrame([
     ("data", (f"{settings['dataset']} {settings['dataset_options'] or ''}: {train_images} training, "
               f"{len(ds.y_test)} test images"), "CIFAR-10: 50,000 training, 10,000 test images"),
-    ("backbone", f"ResNet-18, width {settings['width_multiplier']:g} ({round(64 * settings['width_multiplier']) * 8} features)",
+    ("backbone", f"ResNet-18, width {settings['width_multiplier']:g} "
+                 f"({round(64 * settings['width_multiplier']) * 8} features)",
      "ResNet-18, width 1 (512 features)"),
-    ("batch sizes", ", ".join(map(str, settings["batch_sizes"])), f"{paper['batch_sizes'][0]} ... {paper['batch_sizes'][-1]}"),
+    ("batch sizes", ", ".join(map(str, settings["batch_sizes"])),
+     f"{paper['batch_sizes'][0]} ... {paper['batch_sizes'][-1]}"),
     ("epochs (warm-up)", f"{settings['epochs']} ({settings['warmup_epochs']:g})",
      f"{paper['epochs']} ({paper['warmup_epochs']:g})"),
     ("optimizer, learning rate", f"{settings['optimizer']}, {settings['lr']:g} with {settings['lr_scaling']} scaling",
@@ -112,7 +115,8 @@ if settings["profile"] != "paper":
 
 # %% [markdown]
 # ## Runs
-# Runs with a finished record are skipped, so an interrupted sweep resumes where it stopped. To run them elsewhere first, in a process pool or as a Slurm array, use
+# Runs with a finished record are skipped, so an interrupted sweep resumes where it stopped. To run them
+# elsewhere first, in a process pool or as a Slurm array, use
 # `python -m lib.dispatch 05 --profile <profile>` (`--backend slurm`, see the README): this cell then only collects.
 
 # %%

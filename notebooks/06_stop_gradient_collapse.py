@@ -28,9 +28,9 @@
 # > paper's derivation.
 #
 # **The model** (formulas and derivations in `lib/collapse.py` and `lib/collapse_theory.py`). n label embeddings v_b,
-# N sample embeddings u_i in R^d; a clean sample is attached to its own label, a frustrated one to every label with weight 1/n
-# (row-stochastic P). Loss L = ½ Σ_ib P_ib |u_i − v_b|². Gradient flow with rate γ, each block normalised by its
-# attached weight (samples 1, labels m): du_i/dt = −γ(u_i − Σ_b P_ib v_b), dv_b/dt = −γ(v_b − Σ_i P_ib u_i / m).
+# N sample embeddings u_i in R^d; a clean sample is attached to its own label, a frustrated one to every label with
+# weight 1/n (row-stochastic P). Loss L = ½ Σ_ib P_ib |u_i − v_b|². Gradient flow with rate γ, each block normalised
+# by its attached weight (samples 1, labels m): du_i/dt = −γ(u_i − Σ_b P_ib v_b), dv_b/dt = −γ(v_b − Σ_i P_ib u_i / m).
 # Class contrasts obey d/dt (c̃, ṽ) = −γ [[1, −1], [−(1 − r), 1]] (c̃, ṽ), eigenvalues γ(1 ± √(1 − r)):
 # alignment at ≈ 2γ, then collapse of every inter-label distance at the **slow rate γ(1 − √(1 − r)) ≈ γr/2**.
 #
@@ -45,27 +45,30 @@
 # %% tags=["parameters"]
 from typing import Optional
 
-profile: str = "quick"  # smoke | quick | cpu | paper: a parameter left as None takes the profile's value, else the run config's default (lib.collapse_train.CollapseConfig)
+# A parameter left as None takes the profile's value, else the run config's default (lib.collapse_train.CollapseConfig).
+profile: str = "quick"  # smoke | quick | cpu | paper
 num_classes: Optional[int] = None  # n: classes, one label embedding each
 dim: Optional[int] = None  # d: embedding dimension (at least num_classes)
 samples_per_class: Optional[int] = None  # m: samples per class; every r * m must be a whole number
 r_values: Optional[list] = None  # frustrated fractions r, each in [0, 1)
 gamma: Optional[float] = None  # γ: the gradient-flow rate (config: 1) [ours]
-dt: Optional[float] = None  # time step of every integrator; a gradient-descent learning rate is rate * dt; gamma * dt at most 0.5
+dt: Optional[float] = None  # integrators' time step; a gradient-descent learning rate is rate * dt; gamma * dt ≤ 0.5
 steps: Optional[int] = None  # steps of the embedding-only and head models (they run to time steps * dt)
 seeds: Optional[int] = None  # seeds per r: each seed is one random start of samples, labels and inputs
 student_steps: Optional[int] = None  # gradient-descent steps of the teacher–student and real-data students
 head_init: Optional[float] = None  # W starts as head_init * I (config: 1, the no-head model) [ours]
-head_rate: Optional[float] = None  # W's rate in units of γ (config: 10) [ours]: the head adapts faster than the embeddings
+head_rate: Optional[float] = None  # W's rate in γ units (config: 10) [ours]: the head adapts faster than the embeddings
 slow_head_rate: float = 1.0  # also run stop-gradient with this slower head rate, to see when it fails (0 skips) [ours]
-readout_noise: Optional[float] = None  # std of a fixed Gaussian noise added to the predictions before the nearest-label readout (config: 0.05) [ours]
+# readout_noise: a fixed Gaussian noise added to the predictions before the nearest-label readout
+readout_noise: Optional[float] = None  # std of the readout noise (config: 0.05) [ours]
 input_dim: Optional[int] = None  # D: input dimension of the linear teacher–student model
-input_noise: Optional[float] = None  # norm of the teacher's input noise, against unit-norm class prototypes (config: 0.05) [ours]
+# input_noise is relative to the class prototypes, which have unit norm
+input_noise: Optional[float] = None  # norm of the teacher's input noise (config: 0.05) [ours]
 real_dataset: Optional[str] = None  # the real-data check: digits (embedded) | mnist | fashion_mnist | cifar10 | ...
 real_train_subset: Optional[int] = None  # training images of the real-data check (0: all)
 data_root: Optional[str] = None  # folder of <name>.npz arrays; None: $DATA_ROOT, then torchvision's cache
 results_dir: str = "results"  # records and tables go here (relative to the project root)
-variant: Optional[str] = None  # None: the profile's own parameters write canonical results; an override writes results/variants/<name>/
+variant: Optional[str] = None  # None: canonical results, or results/variants/<name>/ when a parameter is overridden
 force: bool = False  # re-run configs that already have a finished record
 
 # %%
@@ -80,14 +83,17 @@ from lib.notebook import setup
 from lib.studies import stop_gradient as study
 from lib.sweep import run_sweep
 
-nb = setup(study, globals(), precision=4)  # checks every parameter and loads the data before any compute; says where results go
+# checks every parameter and loads the data before any compute; says where results go
+nb = setup(study, globals(), precision=4)
 settings, configs, store = nb.settings, nb.configs, nb.store
 display(Markdown(
     f"n = {settings['num_classes']} classes, d = {settings['dim']}, "
     f"m = {settings['samples_per_class']} samples per class, r ∈ {settings['r_values']}, γ = {settings['gamma']}, "
-    f"dt = {settings['dt']}, {settings['steps']} steps (γt up to {settings['gamma'] * settings['dt'] * settings['steps']:g}), "
-    f"{settings['seeds']} seeds; students {settings['student_steps']} steps; head W(0) = {settings['head_init']}·I at rate "
-    f"{settings['head_rate']}γ; readout noise {settings['readout_noise']}, teacher input noise {settings['input_noise']}."))
+    f"dt = {settings['dt']}, {settings['steps']} steps "
+    f"(γt up to {settings['gamma'] * settings['dt'] * settings['steps']:g}), "
+    f"{settings['seeds']} seeds; students {settings['student_steps']} steps; "
+    f"head W(0) = {settings['head_init']}·I at rate {settings['head_rate']}γ; "
+    f"readout noise {settings['readout_noise']}, teacher input noise {settings['input_noise']}."))
 
 # %% [markdown]
 # ## Runs
@@ -125,7 +131,8 @@ r_order = [f"r = {r:g}" for r in settings["r_values"]]
 emb = curves[curves.experiment == "embedding"]
 fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
 dist = emb[emb.metric.isin(["min_label_distance", "min_label_distance_closed_form"])].copy()
-dist["source"] = dist.metric.map({"min_label_distance": "gradient descent", "min_label_distance_closed_form": "closed form"})
+dist["source"] = dist.metric.map({"min_label_distance": "gradient descent",
+                                  "min_label_distance_closed_form": "closed form"})
 sns.lineplot(data=dist, x="t", y="ratio", hue="r_label", hue_order=r_order, style="source", units="seed",
              estimator=None, palette="viridis", ax=axes[0])
 axes[0].set(yscale="log", xlabel="time t", ylabel="min inter-label distance / start",
@@ -136,7 +143,8 @@ acc["readout"] = acc.metric.map({"accuracy": "exact", "accuracy_noisy": f"noise 
 sns.lineplot(data=acc, x="t", y="value", hue="r_label", hue_order=r_order, style="readout", errorbar=None,
              palette="viridis", ax=axes[1])
 axes[1].axhline(1 / settings["num_classes"], color="grey", linestyle=":", label="chance")
-axes[1].set(xscale="log", xlabel="time t", ylabel="nearest-label accuracy", title="Accuracy rises, then the geometry collapses")
+axes[1].set(xscale="log", xlabel="time t", ylabel="nearest-label accuracy",
+            title="Accuracy rises, then the geometry collapses")
 axes[1].legend(fontsize=8, loc="upper left")
 plt.tight_layout()
 plt.show()
@@ -153,19 +161,21 @@ plt.show()
 # %%
 rates = out.get("rates", pd.DataFrame())
 display(rates[["r", "seeds", "slow_theory", "slow_fit_rk4", "slow_rel_err_rk4", "slow_fit_gd", "slow_theory_gd",
-               "slow_rel_err_gd_vs_discrete", "slow_small_r", "fast_theory", "fast_fit_rk4", "fast_fit_gd", "fast_theory_gd",
-               "distance_final_ratio", "gd_vs_euler", "rk4_vs_closed_form"]])
+               "slow_rel_err_gd_vs_discrete", "slow_small_r", "fast_theory", "fast_fit_rk4", "fast_fit_gd",
+               "fast_theory_gd", "distance_final_ratio", "gd_vs_euler", "rk4_vs_closed_form"]])
 rates_path = store.write_frame("rates", rates)
 emb_runs = runs[(runs.experiment == "embedding") & (runs.status == "ok")]
 grid = np.linspace(0, max(settings["r_values"]) * 1.05 + 1e-9, 200)
 fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
-fits = emb_runs.melt(id_vars=["r", "seed"], value_vars=["slow_rate_fit_rk4", "slow_rate_fit_gd"], var_name="fit", value_name="rate")
+fits = emb_runs.melt(id_vars=["r", "seed"], value_vars=["slow_rate_fit_rk4", "slow_rate_fit_gd"], var_name="fit",
+                     value_name="rate")
 sns.scatterplot(data=fits, x="r", y="rate", hue="fit", style="fit", s=70, ax=axes[0])
 axes[0].plot(grid, [slow_rate(r, settings["gamma"]) for r in grid], color="black", label="γ(1 − √(1 − r))")
 axes[0].plot(grid, settings["gamma"] * grid / 2, color="grey", linestyle=":", label="γr/2")
 axes[0].set(xlabel="frustrated fraction r", ylabel="slow rate", title="Collapse rate: fitted against theory")
 axes[0].legend()
-fits = emb_runs.melt(id_vars=["r", "seed"], value_vars=["fast_rate_fit_rk4", "fast_rate_fit_gd"], var_name="fit", value_name="rate")
+fits = emb_runs.melt(id_vars=["r", "seed"], value_vars=["fast_rate_fit_rk4", "fast_rate_fit_gd"], var_name="fit",
+                     value_name="rate")
 sns.scatterplot(data=fits, x="r", y="rate", hue="fit", style="fit", s=70, ax=axes[1])
 axes[1].plot(grid, [fast_rate(r, settings["gamma"]) for r in grid], color="black", label="γ(1 + √(1 − r))")
 axes[1].axhline(2 * settings["gamma"], color="grey", linestyle=":", label="2γ")
@@ -181,7 +191,8 @@ plt.show()
 # prediction W u_i.
 
 # %%
-head_rate_label = {settings["head_rate"]: "", settings["slow_head_rate"]: f", slow head ({settings['slow_head_rate']:g}γ)"}
+head_rate_label = {settings["head_rate"]: "",
+                   settings["slow_head_rate"]: f", slow head ({settings['slow_head_rate']:g}γ)"}
 sep = curves[curves.experiment.isin(["embedding", "head"]) & (curves.metric == "min_label_distance")].copy()
 mode_label = {"none": "no head", "sg": "head + stop-gradient", "no_sg": "head, no stop-gradient"}
 sep["model"] = [mode_label[m] + ("" if e == "embedding" else head_rate_label.get(h, ""))
@@ -209,7 +220,8 @@ sg_runs = runs[(runs.experiment == "head") & (runs["mode"] == "sg") & (runs.head
                & runs.w2_eigenvalues.notna()]
 eigs = sg_runs[["r", "seed", "w2_eigenvalues"]].explode("w2_eigenvalues").astype({"w2_eigenvalues": float})
 fig, ax = plt.subplots(figsize=(6.5, 4.2))
-sns.stripplot(data=eigs, x="r", y="w2_eigenvalues", native_scale=True, jitter=0.004, alpha=0.6, ax=ax, label="eigenvalues of W²")
+sns.stripplot(data=eigs, x="r", y="w2_eigenvalues", native_scale=True, jitter=0.004, alpha=0.6, ax=ax,
+              label="eigenvalues of W²")
 ax.plot(grid, 1 - grid, color="tab:red", label="1 − r (class directions)")
 ax.axhline(1, color="black", linestyle="--", label="1 (mean direction)")
 handles, labels = ax.get_legend_handles_labels()
@@ -217,8 +229,9 @@ ax.legend(dict(zip(labels, handles)).values(), dict(zip(labels, handles)).keys()
 ax.set(xlabel="frustrated fraction r", ylabel="eigenvalue", title="W² on the labels' span, stop-gradient fixed point")
 plt.show()
 if "slow_head" in out:
-    display(Markdown(f"**A slower head** (rate {settings['slow_head_rate']:g}γ, stop-gradient): the class directions shrink at the "
-                     "slow rate until W² reaches 1 − r; if some shrink too far first, they are lost (a dimensional collapse) "
+    display(Markdown(f"**A slower head** (rate {settings['slow_head_rate']:g}γ, stop-gradient): "
+                     "the class directions shrink at the slow rate until W² reaches 1 − r; "
+                     "if some shrink too far first, they are lost (a dimensional collapse) "
                      "and `class_min` drops to 0."))
     display(out["slow_head"])
 
@@ -236,10 +249,12 @@ ts_path = store.write_frame("teacher_student", ts)
 ts_runs = runs[(runs.experiment == "teacher_student") & (runs.status == "ok")]
 fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
 sns.lineplot(data=ts_runs, x="r", y="min_label_distance_final_ratio", hue="mode", marker="o", errorbar=None, ax=axes[0])
-axes[0].set(yscale="log", xlabel="frustrated fraction r", ylabel="label distance, end / start", title="Label distance at the end")
-long = ts_runs.melt(id_vars=["r", "seed", "mode"], value_vars=["accuracy_final", "accuracy_noisy_final"], var_name="readout",
-                    value_name="accuracy")
-long["readout"] = long.readout.map({"accuracy_final": "exact", "accuracy_noisy_final": f"noise {settings['readout_noise']:g}"})
+axes[0].set(yscale="log", xlabel="frustrated fraction r", ylabel="label distance, end / start",
+            title="Label distance at the end")
+long = ts_runs.melt(id_vars=["r", "seed", "mode"], value_vars=["accuracy_final", "accuracy_noisy_final"],
+                    var_name="readout", value_name="accuracy")
+long["readout"] = long.readout.map({"accuracy_final": "exact",
+                                    "accuracy_noisy_final": f"noise {settings['readout_noise']:g}"})
 sns.lineplot(data=long, x="r", y="accuracy", hue="mode", style="readout", marker="o", errorbar=None, ax=axes[1])
 axes[1].plot(grid, 1 - grid, color="black", label="1 − r")
 axes[1].plot(grid, 1 - grid + grid / settings["num_classes"], color="black", linestyle=":", label="1 − r + r/n")
@@ -290,4 +305,5 @@ display(comparison)
 # of this sweep:
 
 # %%
-print(records[0]["extra"].get("rerun", "(recorded before provenance was kept: python -m lib.rerun --train <module.function> --config <its config>)"))
+print(records[0]["extra"].get("rerun", "(recorded before provenance was kept: "
+                                       "python -m lib.rerun --train <module.function> --config <its config>)"))

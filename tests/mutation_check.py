@@ -7,9 +7,10 @@ Each mutation is a list of exact text replacements in one file and the tests exp
 The project (tracked and untracked, not ignored files) is copied to a temporary folder once; each
 mutation is applied there, its tests are run with ``pytest -x``, and the file is restored. A
 mutation is *caught* when pytest fails. A replacement whose text is not found exactly once fails the
-check loudly, so the list cannot silently go stale when the code changes. Exit status 1 if any
-mutation survives. Not part of the test suite (it runs the suite's tests many times over); the
-planted bugs are those of issue 14 and the value tests written for it.
+check loudly, so the list cannot silently go stale when the code changes (tests/test_mutation_list.py
+checks that in the suite, in a second). Exit status 1 if any mutation survives. Not part of the test
+suite (it runs the suite's tests many times over); the planted bugs are those of issue 14 and the
+value tests written for it.
 """
 from __future__ import annotations
 
@@ -50,7 +51,8 @@ MUTATIONS = (
              (('"identical": int((diff == 0).sum())', '"identical": int((diff != 0).sum())'),),
              ("tests/test_analyses_cff.py",)),
     Mutation("verdict_threshold", "a VR verdict calls p < 0.5 significant", "lib/studies/common.py",
-             (("    if p >= 0.05:\n        return (\"direction only", "    if p > 0.5:\n        return (\"direction only"),),
+             (("    if p >= 0.05:\n        return (\"direction only",
+               "    if p > 0.5:\n        return (\"direction only"),),
              ("tests/test_analyses_cff.py",)),
     Mutation("car_not_percent", "study 2 reports CAR as a fraction", "lib/studies/cross_dataset.py",
              (('row[f"car0_{mode}"] = 100 * arm.car_layer0.mean()', 'row[f"car0_{mode}"] = arm.car_layer0.mean()'),),
@@ -66,12 +68,14 @@ MUTATIONS = (
     Mutation("flatnce_diff_sign", "study 5's difference is InfoNCE - FlatNCE", "lib/studies/flatnce_batch.py",
              (('row[f"{short}_diff"] = a.mean() - c.mean()', 'row[f"{short}_diff"] = c.mean() - a.mean()'),),
              ("tests/test_analyses_ssl.py",)),
-    Mutation("flatnce_interaction", "study 5 calls an interaction with p > 0.05 significant", "lib/studies/flatnce_batch.py",
+    Mutation("flatnce_interaction", "study 5 calls an interaction with p > 0.05 significant",
+             "lib/studies/flatnce_batch.py",
              (("if largest_first and interaction_p < 0.05:", "if largest_first and interaction_p > 0.05:"),),
              ("tests/test_analyses_ssl.py",)),
     Mutation("flatnce_mechanism", "study 5's mechanism row compares the gradient scale the wrong way",
              "lib/studies/flatnce_batch.py",
-             (("if small.grad_scale_final >= large.grad_scale_final:", "if small.grad_scale_final <= large.grad_scale_final:"),),
+             (("if small.grad_scale_final >= large.grad_scale_final:",
+               "if small.grad_scale_final <= large.grad_scale_final:"),),
              ("tests/test_analyses_ssl.py",)),
     Mutation("norms_slope_axes", "study 4 fits rho on steps instead of steps on rho", "lib/studies/embedding_norms.py",
              (("loglog_slope(ok.rho, ok.steps)", "loglog_slope(ok.steps, ok.rho)"),),
@@ -86,21 +90,25 @@ MUTATIONS = (
              ("tests/test_analyses_ssl.py",)),
     Mutation("norms_vs_default_sign", "study 4's change against the default run has its sign flipped",
              "lib/studies/embedding_norms.py",
-             (("[table[metric].iloc[i] - default.get(key, np.nan) for", "[default.get(key, np.nan) - table[metric].iloc[i] for"),),
+             (("[table[metric].iloc[i] - default.get(key, np.nan) for",
+               "[default.get(key, np.nan) - table[metric].iloc[i] for"),),
              ("tests/test_analyses_ssl.py",)),
     # 3. kill trials that land part-way
     Mutation("records_buffered", "a sweep writes its records only when it ends (a kill loses every finished run)",
              "lib/sweep.py",
-             (("    def record(config, outcome):\n        record_run(store, train_fn, config, outcome, data_root)\n",
-               "    pending = []\n\n    def record(config, outcome):\n        pending.append((config, outcome))\n"),
-              ("    bar.close()\n", "    bar.close()\n    for config, outcome in pending:\n"
-                                   "        record_run(store, train_fn, config, outcome, data_root)\n")),
+             (("    def record(config, outcome, batched=None):\n"
+               "        record_run(store, train_fn, config, outcome, data_root, batched)\n",
+               "    pending = []\n\n    def record(config, outcome, batched=None):\n"
+               "        pending.append((config, outcome, batched))\n"),
+              ("    bar.close()\n", "    bar.close()\n    for config, outcome, batched in pending:\n"
+                                   "        record_run(store, train_fn, config, outcome, data_root, batched)\n")),
              ("tests/test_sweep.py::test_a_sweep_killed_where_chosen_resumes_to_the_uninterrupted_table",)),
     Mutation("stale_temp_kept", "a temp file of a writer killed mid-write is never removed", "lib/sweep.py",
              (("    store.remove_stale_temp_files()", "    pass"),),
              ("tests/test_sweep.py::test_a_sweep_killed_where_chosen_resumes_to_the_uninterrupted_table",)),
     # 4. the validators reject what they should
-    Mutation("number_accepts_any", "params.number accepts any number (NaN, inf, negatives, out of range)", "lib/params.py",
+    Mutation("number_accepts_any", "params.number accepts any number (NaN, inf, negatives, out of range)",
+             "lib/params.py",
              (("    ok = ok and (value > low if low_open else value >= low) and value <= high\n", ""),
               ("and not isinstance(value, bool) and _finite(value)", "")),
              ("tests/test_parameters.py",)),
@@ -108,7 +116,8 @@ MUTATIONS = (
              ((" and value <= high\n", "\n"),),
              ("tests/test_parameters.py",)),
     Mutation("integer_off_by_one", "params.integer accepts minimum - 1", "lib/params.py",
-             (("not isinstance(value, int) or value < minimum:", "not isinstance(value, int) or value < minimum - 1:"),),
+             (("not isinstance(value, int) or value < minimum:",
+               "not isinstance(value, int) or value < minimum - 1:"),),
              ("tests/test_parameters.py",)),
     Mutation("flag_accepts_any", "params.flag accepts any value", "lib/params.py",
              (("    if not isinstance(value, bool):\n        fail(name, value, \"True or False\")",
@@ -134,7 +143,7 @@ MUTATIONS = (
              ("tests/test_results.py",)),
     Mutation("collision_unguarded", "a record holding another config under the same hash counts as finished",
              "lib/results.py",
-             (('if canonical_json(rec["config"]) != canonical_json(config):  # hash collision guard', "if False:"),),
+             (('if config_json(rec["config"]) != config_json(config):  # hash collision guard', "if False:"),),
              ("tests/test_results.py",)),
     # 7. weak assertions made strict
     Mutation("device_mislabelled", "environment() records a CPU run's device as 'gpu'", "lib/results.py",

@@ -208,7 +208,8 @@ class Choice:
 
     def bad_edges(self) -> list:
         near_misses = [o.upper() for o in self.options] + [f" {o}" for o in self.options] + [[o] for o in self.options]
-        return [v for v in near_misses if not self.accepts(v)] + [0, True] + WRONG_TYPES + ([] if self.optional else [None])
+        return ([v for v in near_misses if not self.accepts(v)] + [0, True] + WRONG_TYPES
+                + ([] if self.optional else [None]))
 
     def good(self):
         return st.sampled_from(self.good_edges())
@@ -250,8 +251,8 @@ class Choices:
 
     def good(self):
         others = [o for o in self.options if o not in self.required]
-        chosen = st.lists(st.sampled_from(others), unique=True, min_size=0 if self.required or self.allow_empty else 1) \
-            if others else st.just([])
+        min_size = 0 if self.required or self.allow_empty else 1
+        chosen = st.lists(st.sampled_from(others), unique=True, min_size=min_size) if others else st.just([])
         return st.one_of(st.sampled_from(self.good_edges()),
                          chosen.flatmap(lambda extra: st.permutations(list(self.required) + extra)))
 
@@ -271,7 +272,8 @@ STABILIZERS = ("detach", "direct")  # lib.losses: the logit stabilisers
 # "auto | cpu | cuda": asking for a GPU that is not there fails before any compute
 DEVICES = ("auto", "cpu") + (("cuda",) if torch.cuda.is_available() else ())
 # Study 2's dataset entries (its cell comment): the real sets and the procedural stand-ins.
-CROSS_DATASET_ENTRIES = ("cifar10", "cifar100", "svhn", "fashion_mnist", "mnist", "shapes10", "shapes100", "shapes10_easy")
+CROSS_DATASET_ENTRIES = ("cifar10", "cifar100", "svhn", "fashion_mnist", "mnist",
+                         "shapes10", "shapes100", "shapes10_easy")
 INTERVENTIONS = ("default", "weight_decay", "cut_init", "grad_scale", "cut_init+grad_scale")  # notebook 04's cell
 
 profile = Choice(PROFILES)
@@ -337,7 +339,8 @@ def difficulty_sweep(smoke: dict, defaults: dict) -> dict:
     return {
         "profile": profile,
         "dataset": Choice(DATASETS if smoke["knob"] == "aug_level" else ("shapes",), optional=True, partners=("knob",)),
-        "knob": Choice(("aug_level",) + (("difficulty",) if difficulty_fits else ()), optional=True, partners=("levels",)),
+        "knob": Choice(("aug_level",) + (("difficulty",) if difficulty_fits else ()), optional=True,
+                       partners=("levels",)),
         **_clamp_against_subtract(smoke, _image_size(smoke["dataset_options"])),
     }
 
@@ -369,7 +372,8 @@ def embedding_norms(smoke: dict, defaults: dict) -> dict:
         "imbalance_base": Number(1.0, low_open=True, optional=True),  # class i keeps floor(n_i base^-i)
         "simclr_loss": Choice(("decoupled", "infonce", "flatnce"), optional=True),  # contrastive, on projections
         "simclr_lr": Number(0.0, low_open=True, optional=True), "simsiam_lr": Number(0.0, low_open=True, optional=True),
-        "cut_simclr": Number(0.0, low_open=True, optional=True), "cut_simsiam": Number(0.0, low_open=True, optional=True),
+        "cut_simclr": Number(0.0, low_open=True, optional=True),
+        "cut_simsiam": Number(0.0, low_open=True, optional=True),
         "grad_scale_power": Number(-4.0, 4.0, optional=True),
         "seeds": seed_count(1, optional=True),
         # at least 1/128 (the first ResNet stage keeps a channel), at most 16 (8,192 features)

@@ -312,7 +312,8 @@ def test_study1_table_for_the_published_direction(planted_study1):
     # VR 4 on one stabiliser's six seeds (df 5, 5) is not significant: the honest test says so
     assert f_test_p(4.0, 5, 5) >= 0.05
     assert _row(table, "VR on one stabiliser's runs only (6 vs 6").verdict == (
-        "direction only, not significant at this scale; the honest test when detach and direct runs are identical twins")
+        "direction only, not significant at this scale; "
+        "the honest test when detach and direct runs are identical twins")
     twins = _row(table, "detach vs direct")
     assert twins.ours.startswith("12/12 identical")
     assert twins.verdict == "identical twins: pooling them doubles the F-test's degrees of freedom"
@@ -350,7 +351,8 @@ def test_study1_table_for_the_opposite_direction(s1):
     assert _row(table, "layer-0 clamp activation rate").verdict == "differs by more than 15 points"  # 30 vs 60.7
     assert _row(table, "layer-0 gradient norm").verdict == "not reproduced at this scale: higher under clamp"
     assert _row(table, "dose-response").verdict == "not reproduced as a dose-response: VR is larger than at m0 = 0.4"
-    assert _row(table, "seeds of subtract").verdict == "not reproduced: VR <= 1, so subtract needs as many seeds or more"
+    assert _row(table, "seeds of subtract").verdict == (
+        "not reproduced: VR <= 1, so subtract needs as many seeds or more")
 
 
 def test_study1_dose_arm_larger_than_the_pooled_ratio_is_not_a_dose_response(s1):
@@ -502,7 +504,8 @@ def test_study2_table_for_the_published_reversal(planted_study2):
     c10 = _row(table, "CIFAR-10: VR")
     assert c10.ours.startswith("9.00 (p = ") and c10.ours.endswith(" on shapes10, a stand-in")
     assert c10.verdict == "reproduced (direction and significance); measured on shapes10, not on CIFAR-10"
-    assert _row(table, "CIFAR-10: layer-0 CAR").verdict == "close (within 15 points); measured on shapes10, not on CIFAR-10"
+    assert _row(table, "CIFAR-10: layer-0 CAR").verdict == (
+        "close (within 15 points); measured on shapes10, not on CIFAR-10")
     assert _row(table, "CIFAR-10: layer-0 CAR").ours.startswith("70.0%")
     assert _row(table, "CIFAR-100: VR =").verdict == (
         "reproduced (direction and significance); measured on shapes100, not on CIFAR-100")
@@ -520,20 +523,23 @@ def test_study2_table_for_the_published_reversal(planted_study2):
     assert _row(table, "the reversal").verdict == (
         "reproduced (every direction as published, each significant); shapes10, shapes100 compared as stand-ins")
     assert _row(table, "shapes10: positive-pair density").verdict.endswith("matches (within 2%)")
-    assert _row(table, "shapes100: positive-pair density").verdict.endswith("differs from the expectation by more than 2%")
+    assert _row(table, "shapes100: positive-pair density").verdict.endswith(
+        "differs from the expectation by more than 2%")
 
 
 def test_study2_table_for_the_opposite_reversal(s2):
     summary = cross_dataset.analyze(cross_runs(sd10=(0.01, 0.03), sd100=(0.03, 0.01)), s2, SOURCES)
     assert summary.vr.tolist() == pytest.approx([1 / 9, 9.0], rel=1e-9)
     table = cross_dataset.paper_vs_reproduced(summary, {})
-    assert _row(table, "CIFAR-10: VR").verdict.startswith("not reproduced at this scale (significant, opposite direction)")
-    assert _row(table, "CIFAR-100: VR =").verdict.startswith("not reproduced at this scale (significant, opposite direction)")
+    opposite = "not reproduced at this scale (significant, opposite direction)"
+    assert _row(table, "CIFAR-10: VR").verdict.startswith(opposite)
+    assert _row(table, "CIFAR-100: VR =").verdict.startswith(opposite)
     assert _row(table, "layer-0 CAR below 50%").verdict == "contradicted by shapes100"  # CAR 30% yet VR 9
     assert _row(table, "high CAR is necessary").verdict == (
         "consistent: CAR >= 50% without significant variance inflation on shapes10")
-    assert _row(table, "the reversal").verdict == ("not reproduced at this scale: significant in the opposite direction "
-                                                   "on shapes10, shapes100; shapes10, shapes100 compared as stand-ins")
+    assert _row(table, "the reversal").verdict == (
+        "not reproduced at this scale: significant in the opposite direction "
+        "on shapes10, shapes100; shapes10, shapes100 compared as stand-ins")
 
 
 def test_study2_zero_variance_subtract_arm_is_undefined_and_left_out_of_the_summaries(s2):
@@ -627,7 +633,8 @@ def test_study3_per_level_table_matches_the_plant(planted_study3):
 
 
 def test_relative_accuracy_maps_chance_to_0_and_the_ceiling_to_1():
-    assert difficulty_sweep.relative_accuracy([10.0, 50.0, 90.0, 5.0], 10.0, 90.0) == pytest.approx([0, 0.5, 1, -1 / 16])
+    assert difficulty_sweep.relative_accuracy([10.0, 50.0, 90.0, 5.0], 10.0, 90.0) == pytest.approx(
+        [0, 0.5, 1, -1 / 16])
     assert float(difficulty_sweep.relative_accuracy(26.8, 10.0, 97.0)) == pytest.approx(16.8 / 87)
     for ceiling in (10.0, 8.0):  # a ceiling at or below chance has no scale
         out = difficulty_sweep.relative_accuracy([20.0, 30.0], 10.0, ceiling)
@@ -646,11 +653,13 @@ def test_study3_table_matches_published_points_by_relative_accuracy(planted_stud
         assert r.verdict == "reproduced (direction and significance)"
     # accuracies 90, 26, 50 against VRs 1/9, 9, 1: rho = -1, but 3 points give an exact p of 2/3! = 1/3
     trend = _row(table, "trend")
-    assert trend.ours.startswith("rho = -1.00 (p = 0.33") and trend.verdict == "direction only, not significant at this scale"
+    assert (trend.ours.startswith("rho = -1.00 (p = 0.33")
+            and trend.verdict == "direction only, not significant at this scale")
     peak = _row(table, "VR is large only at intermediate difficulty")
     assert "at level 2" in peak.ours and peak.verdict == "reproduced: significant inflation at an intermediate level"
     spans = _row(table, "accuracy range").verdict
-    assert spans.startswith(f"spans {1 - (26 - 10) / (90 - 10):.0%} ") and spans.endswith(f"(the paper's: {1 - 15 / 87:.0%})")
+    assert (spans.startswith(f"spans {1 - (26 - 10) / (90 - 10):.0%} ")
+            and spans.endswith(f"(the paper's: {1 - 15 / 87:.0%})"))
 
 
 def test_study3_a_published_point_without_a_nearby_level_says_so():

@@ -395,7 +395,8 @@ def test_ood_table_has_one_row_per_balanced_ok_run_and_unseen_set_with_its_value
 
 
 def test_ood_table_accepts_a_label_with_a_decimal_option():
-    label = "shapes_difficulty0.5"  # lib.evaluation.ood_label({"dataset": "shapes", "dataset_options": {"difficulty": 0.5}})
+    # lib.evaluation.ood_label({"dataset": "shapes", "dataset_options": {"difficulty": 0.5}})
+    label = "shapes_difficulty0.5"
     runs = pd.DataFrame([norms_run(**{f"auroc_{label}": 0.7, f"auroc_p_{label}": 0.01, f"norm_mean_{label}": 1.0})])
     assert norms_study.ood_table(runs, [label]).auroc.tolist() == [0.7]
 

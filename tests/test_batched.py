@@ -86,7 +86,8 @@ def test_one_batched_step_equals_the_separate_steps_of_each_seed(margin_mode, st
         for name, p in separate[s].named_parameters():
             mine, theirs = params[name][s], p
             # The last step's gradients agree everywhere, to rounding.
-            torch.testing.assert_close(params[name].grad[s], p.grad, **TOL, msg=lambda m: f"grad seed {s}, {name}: {m}")
+            torch.testing.assert_close(params[name].grad[s], p.grad, **TOL,
+                                       msg=lambda m, s=s, name=name: f"grad seed {s}, {name}: {m}")
             keys = _key_bias(name)
             if keys is not None and dtype == torch.float32:
                 # softmax is invariant to a constant added to all keys, so the key bias's gradient is
@@ -98,7 +99,7 @@ def test_one_batched_step_equals_the_separate_steps_of_each_seed(margin_mode, st
                 keep = torch.ones(len(p), dtype=torch.bool)
                 keep[keys] = False
                 mine, theirs = mine[keep], theirs[keep]
-            torch.testing.assert_close(mine, theirs, **TOL, msg=lambda m: f"seed {s}, {name}: {m}")
+            torch.testing.assert_close(mine, theirs, **TOL, msg=lambda m, s=s, name=name: f"seed {s}, {name}: {m}")
     # the seeds really were different models, and they really moved
     assert not torch.equal(params["layers.1.qkv.weight"][0], params["layers.1.qkv.weight"][1])
     assert not torch.allclose(params["layers.1.qkv.weight"][0], models[0].layers[1].qkv.weight)

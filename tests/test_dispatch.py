@@ -22,7 +22,8 @@ ONE_CELL = {"r_values": [0.2], "slow_head_rate": 0.0}  # 7 runs: one of each exp
 
 
 def plan(tmp_path, **parameters):
-    return dispatch.make_plan("06", profile="smoke", parameters={**FAST, **parameters}, results_dir=str(tmp_path / "res"))
+    return dispatch.make_plan("06", profile="smoke", parameters={**FAST, **parameters},
+                              results_dir=str(tmp_path / "res"))
 
 
 def records(store) -> dict[str, dict]:

@@ -84,7 +84,8 @@ def fake_runs(effect_by_batch: dict, seeds: int = 4, noise: float = 0.5) -> pd.D
                 acc = (50 + shift + noise * rng.standard_normal()) / 100
                 rows.append(dict(run_id=f"{b}{loss}{seed}", status="ok", loss=loss, batch_size=b, seed=seed,
                                  knn_top1=acc, probe_top1=acc, info_nce_final=math.log(2 * b - 1) - 0.5,
-                                 info_nce_ceiling=math.log(2 * b - 1), grad_scale_final=1 - math.exp(0.5 - math.log(2 * b - 1)),
+                                 info_nce_ceiling=math.log(2 * b - 1),
+                                 grad_scale_final=1 - math.exp(0.5 - math.log(2 * b - 1)),
                                  negative_entropy_final=math.log(2 * b - 2), steps=1000 // b, lr=0.1, train_s=1.0))
     return pd.DataFrame(rows)
 
@@ -110,8 +111,9 @@ def test_a_run_that_is_not_ok_is_left_out_of_the_analysis():
     assert out["n_not_ok"] == 1 and out["cells"].runs.sum() == len(runs) - 1
 
 
-@pytest.mark.parametrize("effects,expected", [({16: 6.0, 64: 3.0}, "reproduced: higher at every batch size"),
-                                              ({16: -6.0, 64: -3.0}, "not reproduced at this scale: FlatNCE significantly lower")])
+@pytest.mark.parametrize("effects,expected", [
+    ({16: 6.0, 64: 3.0}, "reproduced: higher at every batch size"),
+    ({16: -6.0, 64: -3.0}, "not reproduced at this scale: FlatNCE significantly lower")])
 def test_verdicts_follow_the_measured_differences(effects, expected):
     s = study.resolve({**PARAMETERS, "batch_sizes": [16, 64], "dataset": "cifar10", "profile": "cpu"})
     out = study.analyze(fake_runs(effects), s)
@@ -138,7 +140,8 @@ def test_every_published_number_has_a_row_with_an_evidence_tag():
 def test_runs_and_curves_frames_read_the_records():
     record = dict(run_id="r1", status="ok", timings={"train_s": 2.0},
                   config=dict(loss="flatnce", batch_size=32, seed=1),
-                  metrics=dict(knn_top1=0.5, probe_top1=0.6, info_nce_final=3.0, grad_scale_final=0.95, steps=10, lr=0.2,
+                  metrics=dict(knn_top1=0.5, probe_top1=0.6, info_nce_final=3.0, grad_scale_final=0.95, steps=10,
+                               lr=0.2,
                                curves=dict(info_nce=[4.0, 3.0], grad_scale=[0.98, 0.95], negative_entropy=[4.1, 4.0],
                                            lr=[0.2, 0.0])))
     runs = study.runs_frame([record])

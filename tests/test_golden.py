@@ -23,8 +23,8 @@ def train_now(train: str, config: dict) -> dict:
     if train == "lib.batched:train_cff_seeds":  # its cell: the seeds recorded with it, trained together
         cell = [g["config"] for g in GOLDEN["runs"].values() if g["train"] == train]
         return train_cff_seeds([CFFConfig.from_legacy(c) for c in cell], device="cpu")[cell.index(config)]
-    trained_now = {"lib.cff:train_cff": train_cff, "lib.ssl:train_simclr": train_ssl, "lib.norms:train_norms": train_ssl,
-                   "lib.studies.stop_gradient:run": train_collapse}[train]
+    trained_now = {"lib.cff:train_cff": train_cff, "lib.ssl:train_simclr": train_ssl,
+                   "lib.norms:train_norms": train_ssl, "lib.studies.stop_gradient:run": train_collapse}[train]
     return call(trained_now, build(trained_now, config, legacy=True))
 
 

@@ -485,7 +485,8 @@ def test_bad_arguments_raise_naming_parameter(kwargs, name):
         margin_supcon(z, labels, margin, **kwargs)
 
 
-@pytest.mark.parametrize("bad_labels", [torch.zeros(5, dtype=torch.long), torch.zeros(6, 1, dtype=torch.long), torch.zeros(7, dtype=torch.long)])
+@pytest.mark.parametrize("bad_labels", [torch.zeros(5, dtype=torch.long), torch.zeros(6, 1, dtype=torch.long),
+                                        torch.zeros(7, dtype=torch.long)])
 def test_label_shape_mismatch_raises(bad_labels):
     z, _ = _ok_batch()
     with pytest.raises(ValueError, match=r"\blabels\b"):

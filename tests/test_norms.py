@@ -350,8 +350,8 @@ def test_simsiam_optimizer_keeps_the_predictor_at_a_fixed_rate():
 
 TINY = dict(dataset="shapes", dataset_options={"num_classes": 4, "n_train": 128, "n_test": 64, "image_size": 16},
             width_multiplier=1 / 16, epochs=2, batch_size=32, warmup_epochs=0.5, probe_steps=20, knn_k=10, threads=1,
-            ood=[{"dataset": "shapes", "dataset_options": {"num_classes": 4, "n_train": 4, "n_test": 64, "image_size": 16,
-                                                           "seed": 3}}])
+            ood=[{"dataset": "shapes",
+                  "dataset_options": {"num_classes": 4, "n_train": 4, "n_test": 64, "image_size": 16, "seed": 3}}])
 
 
 @pytest.mark.parametrize("extra", [dict(), dict(method="simsiam", projector_dim=32, cut=9.0, grad_scale_power=1.0),
@@ -415,8 +415,9 @@ def test_intervention_table_keeps_a_row_whose_every_run_diverged():
                     knn_top1=knn, probe_top1=knn, embedding_norm_first_epoch=1.0, embedding_norm_last_epoch=2.0,
                     norm_mean_test=2.0, embedding_spread_last_epoch=0.9, class_norm_count_rho=float("nan"))
 
-    runs = pd.DataFrame([run("default", "ok", 0, 0.4), run("default", "ok", 1, 0.5), run("default", "failed", 2, float("nan")),
-                         run("grad_scale", "diverged", 0, float("nan")), run("cut_init", "ok", 0, 0.3)])
+    runs = pd.DataFrame([run("default", "ok", 0, 0.4), run("default", "ok", 1, 0.5),
+                         run("default", "failed", 2, float("nan")), run("grad_scale", "diverged", 0, float("nan")),
+                         run("cut_init", "ok", 0, 0.3)])
     table = intervention_table(runs).set_index("intervention")
     assert list(table.index) == ["default", "grad_scale", "cut_init"]
     assert table.loc["default", ["runs", "runs_not_ok"]].tolist() == [2, 1]

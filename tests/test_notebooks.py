@@ -85,7 +85,8 @@ def test_jupytext_pair_is_in_sync(path):
 
 # --------------------------------------------------------------------------- notebook 01
 
-README_TWEAK = {"seeds": 3, "m0": 0.3}  # the README: papermill notebooks/01_margin_factorial.ipynb out.ipynb -p profile quick -p seeds 3 -p m0 0.3
+# the README: papermill notebooks/01_margin_factorial.ipynb out.ipynb -p profile quick -p seeds 3 -p m0 0.3
+README_TWEAK = {"seeds": 3, "m0": 0.3}
 
 
 def _hashes(root, files=None) -> dict:
@@ -100,7 +101,8 @@ def test_notebook_01_readme_tweak_writes_its_variant_and_leaves_every_shipped_fi
     variants/ stays byte-identical; the variant holds one record per planned run and its tables."""
     results = tmp_path / "results"
     shutil.copytree(PROJECT_ROOT / "results", results)
-    tracked = subprocess.run(["git", "ls-files"], cwd=PROJECT_ROOT, capture_output=True, text=True, check=True).stdout.split()
+    tracked = subprocess.run(["git", "ls-files"], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                             check=True).stdout.split()
     project_before, copy_before = _hashes(PROJECT_ROOT, tracked), _hashes(results)
     executed = _execute(NOTEBOOK_01, results, "../out.ipynb", **README_TWEAK)
     assert _hashes(PROJECT_ROOT, tracked) == project_before
@@ -215,8 +217,8 @@ def test_notebook_04_smoke_writes_records_and_tables(tmp_path):
                                         ("interventions", ["default", "dropout"]), ("imbalance_base", 0.5),
                                         ("simclr_loss", "ntxent"), ("simclr_weight_decays", [1e-6]),
                                         ("cut_simsiam", 0.0), ("grad_scale_power", "one"), ("epochs", 0),
-                                        ("width_multiplier", 0.001), ("ood", ["imagenet"]), ("ood", ["digits", "digits"]),
-                                        ("warmup_epochs", 1000.0), ("simsiam_lr", -0.1)])
+                                        ("width_multiplier", 0.001), ("ood", ["imagenet"]),
+                                        ("ood", ["digits", "digits"]), ("warmup_epochs", 1000.0), ("simsiam_lr", -0.1)])
 def test_notebook_04_bad_parameter_fails_before_any_run_naming_it(name, value):
     with pytest.raises(ParameterError, match=name):
         embedding_norms.resolve({**_parameters_cell(NOTEBOOK_04), name: value})
@@ -245,9 +247,10 @@ def test_notebook_05_smoke_writes_records_and_tables(tmp_path):
 
 
 @pytest.mark.parametrize("name,value", [("profile", "huge"), ("batch_sizes", [16, 1]), ("batch_sizes", []),
-                                        ("batch_sizes", [16, 16]), ("batch_sizes", "16,32"), ("losses", ["infonce", "nce"]),
-                                        ("losses", []), ("lr_scaling", "cube"), ("optimizer", "rmsprop"), ("epochs", 0),
-                                        ("seeds", 0), ("width_multiplier", 0.0), ("dataset", "imagenet"), ("temperature", -0.1),
+                                        ("batch_sizes", [16, 16]), ("batch_sizes", "16,32"),
+                                        ("losses", ["infonce", "nce"]), ("losses", []), ("lr_scaling", "cube"),
+                                        ("optimizer", "rmsprop"), ("epochs", 0), ("seeds", 0),
+                                        ("width_multiplier", 0.0), ("dataset", "imagenet"), ("temperature", -0.1),
                                         ("warmup_epochs", 50.0), ("lr", "fast"), ("device", "gpu"), ("workers", 0)])
 def test_notebook_05_bad_parameter_fails_naming_it(name, value):
     with pytest.raises(ParameterError, match=name):

@@ -25,7 +25,8 @@ from lib.params import MAX_SEEDS, ParameterError
 from lib.run_all import notebooks
 from tests.parameter_domains import DOMAINS
 
-# Which parameters a notebook passes through without validating in resolve: paths and names, used only to read and write.
+# Which parameters a notebook passes through without validating in resolve: paths and names, used only to read
+# and write.
 PATHS = {"data_root", "results_dir", "variant"}  # variant: a folder name, checked by lib.notebook
 
 scalars = st.one_of(
@@ -86,7 +87,8 @@ FIXED_DISAGREEMENTS = [
     # the same check: 64 * width overflowed to inf, and round(inf) raises OverflowError
     ("04_embedding_norms", "width_multiplier", 1e307), ("05_flatnce_batch_size", "width_multiplier", 1e307),
     # cff_config did not check it; the model raised ValueError only once the data was loaded
-    ("01_margin_factorial", "patch", 3), ("02_cross_dataset_reversal", "patch", 32), ("03_difficulty_sweep", "patch", 5),
+    ("01_margin_factorial", "patch", 3), ("02_cross_dataset_reversal", "patch", 32),
+    ("03_difficulty_sweep", "patch", 5),
 ]
 
 
@@ -116,7 +118,8 @@ def _is_optional(annotation) -> bool:
 
 
 def _scalar(annotation) -> bool:
-    inner = [a for a in typing.get_args(annotation) if a is not type(None)] if _is_optional(annotation) else [annotation]
+    inner = ([a for a in typing.get_args(annotation) if a is not type(None)] if _is_optional(annotation)
+             else [annotation])
     return inner in ([int], [float], [str], [bool])
 
 
@@ -128,7 +131,8 @@ def test_every_scalar_parameter_has_a_domain(path):
     domains = _domains(path, study, defaults)
     scalars_in_cell = {name for name, kind in annotations.items() if _scalar(kind)} - PATHS
     assert not scalars_in_cell - set(domains), f"scalar parameters without a domain: {scalars_in_cell - set(domains)}"
-    assert not set(domains) - set(defaults), f"domains of parameters the cell does not have: {set(domains) - set(defaults)}"
+    assert not set(domains) - set(defaults), (
+        f"domains of parameters the cell does not have: {set(domains) - set(defaults)}")
     for name, domain in domains.items():
         # None means "the profile's value" exactly where the cell declares Optional[...] = None
         declared = _is_optional(annotations[name]) and defaults[name] is None
@@ -144,7 +148,8 @@ def test_every_domain_edge_is_accepted_or_rejected_as_the_reference_says(path):
     for name, domain in domains.items():
         for expected, edges in ((True, domain.good_edges()), (False, domain.bad_edges())):
             for value in edges:
-                assert domain.accepts(value) is expected, f"the reference {domain} disagrees with its own edge {value!r}"
+                assert domain.accepts(value) is expected, (
+                    f"the reference {domain} disagrees with its own edge {value!r}")
                 _check_against_reference(study, defaults, domains, name, value)
 
 
@@ -200,7 +205,8 @@ def test_seed_counts_are_bounded_so_no_plan_can_explode(path):
 
 
 @pytest.mark.parametrize("stem, name, value", [
-    pytest.param(stem, name, value, id=f"{stem[:2]}-{name}=" + ("huge_int" if _too_large_for_a_float(value) else repr(value)))
+    pytest.param(stem, name, value,
+                 id=f"{stem[:2]}-{name}=" + ("huge_int" if _too_large_for_a_float(value) else repr(value)))
     for stem, name, value in FIXED_DISAGREEMENTS])
 def test_values_where_lib_once_disagreed_with_the_reference(stem, name, value):
     path = next(p for p in NOTEBOOKS if p.stem == stem)

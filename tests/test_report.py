@@ -31,7 +31,8 @@ def results(tmp_path):
     """A results folder as two notebooks leave it: one with a tagged key figure, one without any figure."""
     (tmp_path / "notebooks").mkdir()
     (tmp_path / "tables").mkdir()
-    first, key = nbformat.v4.new_code_cell("plot()"), nbformat.v4.new_code_cell("key()", metadata={"tags": ["key-figure"]})
+    first = nbformat.v4.new_code_cell("plot()")
+    key = nbformat.v4.new_code_cell("key()", metadata={"tags": ["key-figure"]})
     first.outputs = [nbformat.v4.new_output("display_data", data={"image/png": _png()})]
     key.outputs = [nbformat.v4.new_output("display_data", data={"image/png": _png(), "text/plain": "<Figure>"})]
     nbformat.write(nbformat.v4.new_notebook(cells=[first, key]), tmp_path / "notebooks" / "01_study_quick.ipynb")
@@ -53,7 +54,8 @@ def test_index_shows_each_study_with_its_verdicts_figure_and_provenance(results)
     assert "2 runs" in page and "data shapes" in page and "commit 0123456789 (with uncommitted changes)" in page
     assert "No paper-vs-reproduced table" in page  # the second study wrote none, and the page says so
     key = nbformat.read(results / "notebooks" / "01_study_quick.ipynb", as_version=4).cells[1]
-    assert (results / "figures" / "01_study_quick.png").read_bytes() == base64.b64decode(key.outputs[0]["data"]["image/png"])
+    assert (results / "figures" / "01_study_quick.png").read_bytes() == base64.b64decode(
+        key.outputs[0]["data"]["image/png"])
     assert not (results / "figures" / "02_other_cpu.png").exists()
 
 
@@ -66,7 +68,8 @@ def test_every_link_and_image_of_the_index_resolves(results):
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None,
-                    reason="Debian's chromium is not installed (apt-get install chromium) for the headless browser check")
+                    reason="Debian's chromium is not installed (apt-get install chromium) "
+                           "for the headless browser check")
 def test_index_loads_in_headless_chromium_without_console_errors(results, tmp_path_factory):
     index = write_index(results)
     screenshot = tmp_path_factory.mktemp("shot") / "index.png"
@@ -87,7 +90,8 @@ def test_variants_are_listed_after_every_study_apart_from_them(results):
     shutil.copy(results / "notebooks" / "01_study_quick.ipynb", variant / "notebooks" / "01_study_quick.ipynb")
     (variant / "notebooks" / "01_study_quick.html").write_text("<html></html>")
     page = write_index(results).read_text()
-    assert page.count("<h2") == 3 and page.count('<img src="figures/') == 1  # a study's section each, none for the variant
+    # a study's section each, none for the variant
+    assert page.count("<h2") == 3 and page.count('<img src="figures/') == 1
     variants = page.index('<h2 id="variants">')
     assert variants > page.rindex('<h2 id="0') and "not the shipped results" in page[variants:]
     assert 'href="variants/m0-0.3_seeds-3/notebooks/01_study_quick.html"' in page[variants:]

@@ -47,7 +47,8 @@ def test_the_job_goes_on_after_a_failure_and_a_success_moves_the_render_into_pla
     assert (results / "notebooks" / "01_margin_factorial_quick.ipynb").read_bytes() == before
     assert (results / "notebooks" / run_all.FAILED / "01_margin_factorial_quick.ipynb").exists()
     rendered = nbformat.read(results / "notebooks" / "06_stop_gradient_collapse_quick.ipynb", as_version=4)
-    assert rendered.cells[0].source == "x = 1" and (results / "notebooks" / "06_stop_gradient_collapse_quick.html").exists()
+    assert (rendered.cells[0].source == "x = 1"
+            and (results / "notebooks" / "06_stop_gradient_collapse_quick.html").exists())
     assert "RuntimeError: half-way" in capsys.readouterr().err
 
 

@@ -164,7 +164,8 @@ def _exact_bootstrap_ratios(a, b) -> np.ndarray:
     import itertools
 
     def variances(x):
-        return np.array([np.var(np.asarray(x)[list(i)], ddof=1) for i in itertools.product(range(len(x)), repeat=len(x))])
+        return np.array([np.var(np.asarray(x)[list(i)], ddof=1)
+                         for i in itertools.product(range(len(x)), repeat=len(x))])
 
     va, vb = variances(a), variances(b)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -291,7 +292,8 @@ def _additive_anova_by_hand(df: pd.DataFrame, y: str, a: str, b: str) -> dict:
     for name, without, levels in ((a, _rss(yy, fb)[0], len(set(fa))), (b, _rss(yy, fa)[0], len(set(fb)))):
         ss = without - rss
         f = (ss / (levels - 1)) / (rss / df_res)
-        out[name] = (ss, levels - 1, f, float(special.betainc(df_res / 2, (levels - 1) / 2, df_res / (df_res + (levels - 1) * f))))
+        out[name] = (ss, levels - 1, f,
+                     float(special.betainc(df_res / 2, (levels - 1) / 2, df_res / (df_res + (levels - 1) * f))))
     return out
 
 

@@ -11,7 +11,8 @@ from lib.rerun import load_train_function, train_function_name
 from lib.studies import STUDIES, StudyModule, find_study
 
 STUDY_01 = find_study("01")
-README_TWEAK = {"profile": "quick", "seeds": 3, "m0": 0.3}  # the README: papermill notebooks/01_... -p profile quick ...
+# the README: papermill notebooks/01_... -p profile quick ...
+README_TWEAK = {"profile": "quick", "seeds": 3, "m0": 0.3}
 
 
 def decide(study, **parameters):
@@ -66,12 +67,14 @@ def test_a_changed_dataset_names_the_variant_after_the_parameter_given():
 
 
 def test_injected_names_are_read_from_papermills_cell_only():
-    history = ["", 'profile: str = "quick"  # ...\nseeds = None', '# Parameters\nprofile = "quick"\nseedz = 3\n', "x = 1"]
+    history = ["", 'profile: str = "quick"  # ...\nseeds = None', '# Parameters\nprofile = "quick"\nseedz = 3\n',
+               "x = 1"]
     assert injected_names(history) == ["profile", "seedz"]
 
 
 def test_a_variant_reuses_the_canonical_runs_it_shares_by_copying_their_records(tmp_path):
-    shutil.copytree(PROJECT_ROOT / "results" / "runs" / STUDY_01.name / "quick", tmp_path / "runs" / STUDY_01.name / "quick")
+    shutil.copytree(PROJECT_ROOT / "results" / "runs" / STUDY_01.name / "quick",
+                    tmp_path / "runs" / STUDY_01.name / "quick")
     p = {**notebook_defaults(STUDY_01), **README_TWEAK}
     settings = STUDY_01.module.resolve(p)
     configs = STUDY_01.module.plan(settings)
@@ -80,7 +83,8 @@ def test_a_variant_reuses_the_canonical_runs_it_shares_by_copying_their_records(
     dose = [c for c in configs if c.m0 == settings["dose_m0"]]  # the dose-response runs do not depend on m0 or seeds
     assert sorted(reused) == sorted(store.run_id(c) for c in dose) and len(dose) == settings["dose_seeds"]
     for run_id in reused:
-        assert store.path(run_id).read_bytes() == (tmp_path / "runs" / STUDY_01.name / "quick" / f"{run_id}.json").read_bytes()
+        assert store.path(run_id).read_bytes() == (
+            tmp_path / "runs" / STUDY_01.name / "quick" / f"{run_id}.json").read_bytes()
     assert open_store(STUDY_01, settings, configs, tmp_path, "m0-0.3_seeds-3")[1] == []  # already there
 
 
@@ -96,7 +100,8 @@ def test_an_unknown_parameter_fails_in_run_all_and_dispatch_naming_it(tmp_path, 
 
 
 def test_dispatch_and_run_all_write_the_variant_the_notebook_would(tmp_path):
-    shutil.copytree(PROJECT_ROOT / "results" / "runs" / STUDY_01.name / "quick", tmp_path / "runs" / STUDY_01.name / "quick")
+    shutil.copytree(PROJECT_ROOT / "results" / "runs" / STUDY_01.name / "quick",
+                    tmp_path / "runs" / STUDY_01.name / "quick")
     plan = dispatch.make_plan("01", profile="quick", parameters={"seeds": 3, "m0": 0.3}, results_dir=str(tmp_path))
     job = run_all.plan_job(STUDY_01, profile="quick", results_dir=str(tmp_path), parameters={"seeds": 3, "m0": 0.3})
     assert plan.variant == job.variant == "m0-0.3_seeds-3"

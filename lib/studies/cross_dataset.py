@@ -36,12 +36,14 @@ REAL_DATASETS = ("cifar10", "cifar100", "svhn", "fashion_mnist", "mnist")
 # each one stands in for.
 STAND_INS = {
     "shapes10": dict(options={"num_classes": 10, "difficulty": 0.3}, like="cifar10",
-                     role="10 classes at intermediate difficulty: high positive-pair density, accuracy well below ceiling"),
+                     role="10 classes at intermediate difficulty: high positive-pair density, "
+                          "accuracy well below ceiling"),
     "shapes100": dict(options={"num_classes": 100, "difficulty": 0.3}, like="cifar100",
                       role="100 classes at the same difficulty: about ten times fewer positives per anchor"),
     # difficulty 0.1, not 0: at 0 the subtract arm can hit 100% at every seed, a variance of zero
     "shapes10_easy": dict(options={"num_classes": 10, "difficulty": 0.1}, like="svhn",
-                          role="10 classes at difficulty 0.1: high density and accuracy near the ceiling, as the digit sets"),
+                          role="10 classes at difficulty 0.1: high density and accuracy near the ceiling, "
+                               "as the digit sets"),
 }
 # A real dataset without published study-2 numbers, set beside the one it resembles [ours].
 REAL_STAND_INS = {"mnist": "svhn"}
@@ -57,9 +59,9 @@ PUBLISHED = {
 CAR_RULE_OF_THUMB = 50.0  # layer-0 CAR (%) below which the clamping effect is likely negligible [summary]
 
 PROFILES = {
-    "smoke": dict(datasets=["shapes10", "shapes100"], skip_missing=False, shapes_options={"n_train": 400, "n_test": 200},
-                  seeds=2, layers=2, embed_dim=32, heads=2, patch=4, epochs=1, batch_size=128, train_subset=0,
-                  probe_epochs=5, workers=1),
+    "smoke": dict(datasets=["shapes10", "shapes100"], skip_missing=False,
+                  shapes_options={"n_train": 400, "n_test": 200}, seeds=2, layers=2, embed_dim=32, heads=2, patch=4,
+                  epochs=1, batch_size=128, train_subset=0, probe_epochs=5, workers=1),
     "quick": dict(datasets=["shapes10", "shapes100", "shapes10_easy"], skip_missing=False,
                   shapes_options={"n_train": 3000, "n_test": 1000}, seeds=5, layers=3, embed_dim=32, heads=2, patch=4,
                   epochs=6, batch_size=256, train_subset=0, probe_epochs=30, workers=2),
@@ -143,7 +145,8 @@ def check_data(s: dict, data_root: str | None) -> tuple[dict, dict]:
 
 def skip_reason(message: str) -> str:
     """One line from the data layer's DatasetNotFoundError message, for a table cell."""
-    return message.splitlines()[0].removesuffix(" Tried:").rstrip(".") + " (the notebook's output says where it was looked for)"
+    return (message.splitlines()[0].removesuffix(" Tried:").rstrip(".")
+            + " (the notebook's output says where it was looked for)")
 
 
 def plan(s: dict) -> list[CFFConfig]:
@@ -272,8 +275,10 @@ def paper_vs_reproduced(summary: pd.DataFrame, skipped: dict) -> pd.DataFrame:
         name = display_name(published)
         match = by_entry.get(published) or next((r for r in summary.itertuples() if r.like == published), None)
         if match is None:
-            reason = "skipped: " + skip_reason(skipped[published]) if published in skipped else "not in this profile's datasets"
-            row(f"{name}: VR = Var(clamp)/Var(subtract)", "not run", f"{pub['vr']:.2f}", pub["vr_tag"], f"not measured ({reason})")
+            reason = ("skipped: " + skip_reason(skipped[published]) if published in skipped
+                      else "not in this profile's datasets")
+            row(f"{name}: VR = Var(clamp)/Var(subtract)", "not run", f"{pub['vr']:.2f}", pub["vr_tag"],
+                f"not measured ({reason})")
             continue
         on = "" if match.dataset == published else f" on {match.dataset}, a stand-in"
         stand_in = "" if match.dataset == published else f"; measured on {match.dataset}, not on {name}"
@@ -283,16 +288,19 @@ def paper_vs_reproduced(summary: pd.DataFrame, skipped: dict) -> pd.DataFrame:
         row(f"{name}: VR = Var(clamp)/Var(subtract)", _fmt_vr(match) + on, vr_paper, pub["vr_tag"], verdict + stand_in)
         if np.isfinite(match.vr_top5):
             row(f"{name}: VR of top-5 accuracy (CFF's code reports top-5 on CIFAR-100)",
-                f"{match.vr_top5:.2f} (p = {match.f_p_top5:.2g}, CI [{match.ci_low_top5:.2f}, {match.ci_high_top5:.2f}]){on}",
+                f"{match.vr_top5:.2f} (p = {match.f_p_top5:.2g}, "
+                f"CI [{match.ci_low_top5:.2f}, {match.ci_high_top5:.2f}]){on}",
                 f"{pub['vr']:.2f}, if the paper's VR is of top-5", "[code]",
                 common.verdict_variance_ratio(match.vr_top5, match.f_p_top5, pub["vr"]) + stand_in)
         if "car" in pub:
             car = match.car0_clamp
             row(f"{name}: layer-0 CAR (clamp arm)", f"{car:.1f}%{on}", f"{pub['car']:.1f}%", pub["car_tag"],
-                ("close (within 15 points)" if abs(car - pub["car"]) <= 15 else "differs by more than 15 points") + stand_in)
+                ("close (within 15 points)" if abs(car - pub["car"]) <= 15
+                 else "differs by more than 15 points") + stand_in)
         if "acc" in pub:
             acc = (match.top1_clamp + match.top1_subtract) / 2
-            row(f"{name}: top-1 accuracy (mean of both arms)", f"{acc:.1f}%{on}", f"about {pub['acc']:.0f}%", pub["acc_tag"],
+            row(f"{name}: top-1 accuracy (mean of both arms)", f"{acc:.1f}%{on}", f"about {pub['acc']:.0f}%",
+                pub["acc_tag"],
                 ("close (within 5 points)" if abs(acc - pub["acc"]) <= 5 else
                  "lower: not reproduced at this scale" if acc < pub["acc"] else "higher") + stand_in)
 

@@ -39,18 +39,20 @@ PUBLISHED_CHANCE = 10.0  # SVHN's ten digits
 PUBLISHED_CEILING = PUBLISHED_POINTS[0][0]
 
 PROFILES = {
-    "smoke": dict(dataset="shapes", dataset_options={"num_classes": 10, "difficulty": 0.3, "n_train": 400, "n_test": 200},
+    "smoke": dict(dataset="shapes",
+                  dataset_options={"num_classes": 10, "difficulty": 0.3, "n_train": 400, "n_test": 200},
                   knob="aug_level", levels=[0, 4], seeds=2, layers=2, embed_dim=32, heads=2, patch=4, epochs=1,
                   batch_size=128, train_subset=0, probe_epochs=5, workers=1),
     "quick": dict(dataset="shapes", dataset_options={"num_classes": 10, "n_train": 3000, "n_test": 1000},
-                  knob="difficulty", levels=[0.1, 0.2, 0.3, 0.4, 0.5], seeds=5, layers=3, embed_dim=32, heads=2, patch=4,
-                  epochs=6, batch_size=256, train_subset=0, probe_epochs=30, workers=2),
+                  knob="difficulty", levels=[0.1, 0.2, 0.3, 0.4, 0.5], seeds=5, layers=3, embed_dim=32, heads=2,
+                  patch=4, epochs=6, batch_size=256, train_subset=0, probe_epochs=30, workers=2),
     # MNIST stands in for SVHN, which is not in ../shared/data. Study 1's cpu model; 5 levels x 2 arms
     # x 5 seeds = 50 runs, 95 minutes on 2 cores (measured; see results/notebooks/03_difficulty_sweep_cpu.html).
     "cpu": dict(dataset="mnist", dataset_options={}, knob="aug_level", levels=[0, 1, 2, 3, 4], seeds=5, layers=4,
                 embed_dim=64, heads=4, patch=4, epochs=8, batch_size=256, train_subset=0, probe_epochs=50, workers=2),
     "paper": dict(dataset="svhn", dataset_options={}, knob="aug_level", levels=[0, 1, 2, 3, 4], seeds=5, layers=8,
-                  embed_dim=128, heads=4, patch=4, epochs=600, batch_size=512, train_subset=0, probe_epochs=50, workers=1),
+                  embed_dim=128, heads=4, patch=4, epochs=600, batch_size=512, train_subset=0, probe_epochs=50,
+                  workers=1),
 }
 
 
@@ -164,8 +166,8 @@ def paper_vs_reproduced(summary: pd.DataFrame, chance: float, stand_in: str | No
     on = f" on {stand_in}" if stand_in else ""
 
     def row(quantity, ours, paper, tag, verdict):
-        rows.append(dict(quantity=quantity, ours=ours, paper=paper, evidence=tag,
-                         verdict=verdict + (f"; measured{on}, not on SVHN" if stand_in and verdict != "not measured" else "")))
+        note = f"; measured{on}, not on SVHN" if stand_in and verdict != "not measured" else ""
+        rows.append(dict(quantity=quantity, ours=ours, paper=paper, evidence=tag, verdict=verdict + note))
 
     measured = summary[np.isfinite(summary.vr)].reset_index(drop=True)
     if measured.empty:
@@ -192,12 +194,14 @@ def paper_vs_reproduced(summary: pd.DataFrame, chance: float, stand_in: str | No
             "[paper/summary]",
             "direction reproduced, significant" if rho < 0 and p < 0.05 else
             "direction only, not significant at this scale" if rho < 0 else
-            "not reproduced at this scale: the opposite trend, significant (VR falls as accuracy falls)" if p < 0.05 else
+            "not reproduced at this scale: the opposite trend, significant (VR falls as accuracy falls)"
+            if p < 0.05 else
             "not reproduced at this scale: VR does not rise as accuracy falls")
     top = measured.loc[measured.vr.idxmax()]
     interior = top.level not in (measured.level.min(), measured.level.max())
     significant = top.vr > 1 and top.f_p < 0.05
-    row("VR is large only at intermediate difficulty", f"largest VR {top.vr:.2f} (p = {top.f_p:.2g}) at level {top.level:g} "
+    row("VR is large only at intermediate difficulty",
+        f"largest VR {top.vr:.2f} (p = {top.f_p:.2g}) at level {top.level:g} "
         f"({top.top1_mean:.1f}%), an {'intermediate' if interior else 'end'} level", "largest VR at 25% (SVHN)",
         "[paper]",
         ("reproduced: significant inflation at an intermediate level" if interior else
@@ -206,6 +210,7 @@ def paper_vs_reproduced(summary: pd.DataFrame, chance: float, stand_in: str | No
     lowest = summary.loc[summary.top1_mean.idxmin()]
     row("accuracy range of the knob", f"{ceiling:.1f}% -> {lowest.top1_mean:.1f}% (chance {chance:.0f}%)",
         "about 97% -> 25% (chance 10%)", "[paper]",
-        f"spans {1 - float(relative_accuracy(lowest.top1_mean, chance, ceiling)):.0%} of the way from our ceiling to chance "
+        f"spans {1 - float(relative_accuracy(lowest.top1_mean, chance, ceiling)):.0%} "
+        "of the way from our ceiling to chance "
         f"(the paper's: {1 - float(relative_accuracy(25.0, PUBLISHED_CHANCE, PUBLISHED_CEILING)):.0%})")
     return pd.DataFrame(rows)

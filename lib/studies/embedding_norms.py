@@ -185,8 +185,8 @@ def _weight_decays(s: dict, p: dict) -> dict:
         decays[method] = [params.number(name, v, 0.0) for v in values]
         if method in s["methods"] and "weight_decay" in s["interventions"] and not (
                 set(decays[method]) - {METHOD_SETTINGS[method]["weight_decay"]}):
-            params.fail(name, values, f"at least one value other than the default {METHOD_SETTINGS[method]['weight_decay']:g}"
-                        " when the weight_decay intervention runs")
+            params.fail(name, values, "at least one value other than the default "
+                        f"{METHOD_SETTINGS[method]['weight_decay']:g} when the weight_decay intervention runs")
     return decays
 
 
@@ -289,7 +289,8 @@ def convergence_table(result: dict) -> pd.DataFrame:
                                                 result["min_norm_change"], result["max_cos_grad"]):
         growth = np.diff(history)
         rows.append(dict(rho=rho, steps=int(steps), steps_over_rho2=steps / rho ** 2 if steps >= 0 else np.nan,
-                         norm_start=history[0], norm_end=history[-1], norm_growth_per_step=growth.mean() if len(growth) else 0.0,
+                         norm_start=history[0], norm_end=history[-1],
+                         norm_growth_per_step=growth.mean() if len(growth) else 0.0,
                          relative_norm_growth=history[-1] / history[0] - 1, min_norm_change=change, max_cos_grad=cos))
     return pd.DataFrame(rows)
 
@@ -437,7 +438,8 @@ def _direction_verdict(value: float, p: float, expected_positive: bool, *, what:
         return "not measured"
     right = (value > 0) == expected_positive
     if p < 0.05:
-        return "reproduced (direction and p < 0.05)" if right else f"not reproduced at this scale: significant, the opposite {what}"
+        return ("reproduced (direction and p < 0.05)" if right
+                else f"not reproduced at this scale: significant, the opposite {what}")
     return "direction only, not significant at this scale" if right else f"not reproduced at this scale: no {what}"
 
 
@@ -459,13 +461,16 @@ def paper_vs_reproduced(fit: dict, convergence: pd.DataFrame, latent: dict, runs
     row("(a) convergence slows as rho^2: log-log slope of steps against the starting norm",
         f"{slope:.3f} ± {fit['ci']:.3f} (95% CI, {fit['radii']} radii)", "2 (predicted)", "[paper/code]",
         "not measured" if not np.isfinite(slope) else
-        "reproduced (within 0.1 of 2)" if abs(slope - 2) <= 0.1 else "not reproduced: slope differs from 2 by more than 0.1")
+        "reproduced (within 0.1 of 2)" if abs(slope - 2) <= 0.1 else
+        "not reproduced: slope differs from 2 by more than 0.1")
     worst = convergence.min_norm_change.min()
     row("(a) every gradient step of a cosine loss grows the norm (the gradient is orthogonal to z)",
-        f"smallest per-step change of any norm {worst:.2e}; largest |cos(z, grad)| {convergence.max_cos_grad.max():.1e}",
+        f"smallest per-step change of any norm {worst:.2e}; "
+        f"largest |cos(z, grad)| {convergence.max_cos_grad.max():.1e}",
         "change >= 0; cos = 0", "[paper]",
         "reproduced (no norm ever shrank)" if worst >= -1e-12 else "not reproduced: a norm shrank")
-    row("(b) rarer latent classes end with smaller embedding norms (Spearman of class frequency and norm, pooled over seeds)",
+    row("(b) rarer latent classes end with smaller embedding norms "
+        "(Spearman of class frequency and norm, pooled over seeds)",
         f"final norm: rho = {latent['rho_norm']:+.2f} (p = {latent['p_norm']:.2g}); growth final/initial: "
         f"rho = {latent['rho_growth']:+.2f} (p = {latent['p_growth']:.2g}); rarest class smallest in "
         f"{latent['rarest_smallest']:.0%} of {latent['seeds']} seeds", "rarer -> smaller norm", "[code]",
@@ -517,13 +522,16 @@ def paper_vs_reproduced(fit: dict, convergence: pd.DataFrame, latent: dict, runs
     if found:
         base, _, acc, n = found
         gain = acc - base
-        row("(c) SimCLR with cut-initialisation (c = 3): kNN accuracy gain", f"{gain:+.1f} points ({base:.1f}% -> {acc:.1f}%, "
-            f"{n} seed(s))", f"about +{low:g} to +{high:g} points (CIFAR-100)", "[summary]",
-            ("direction reproduced (one seed per arm: no test)" if gain > 0 else "not reproduced at this scale (no gain)")
-            if n < 2 else ("direction reproduced" if gain > 0 else "not reproduced at this scale (no gain)"), images=True)
+        row("(c) SimCLR with cut-initialisation (c = 3): kNN accuracy gain",
+            f"{gain:+.1f} points ({base:.1f}% -> {acc:.1f}%, {n} seed(s))",
+            f"about +{low:g} to +{high:g} points (CIFAR-100)", "[summary]",
+            ("direction reproduced (one seed per arm: no test)" if gain > 0
+             else "not reproduced at this scale (no gain)")
+            if n < 2 else ("direction reproduced" if gain > 0 else "not reproduced at this scale (no gain)"),
+            images=True)
     else:
-        row("(c) SimCLR with cut-initialisation (c = 3): kNN accuracy gain", "not run", f"about +{low:g} to +{high:g} points",
-            "[summary]", "not measured")
+        row("(c) SimCLR with cut-initialisation (c = 3): kNN accuracy gain", "not run",
+            f"about +{low:g} to +{high:g} points", "[summary]", "not measured")
     row("(c) SimSiam on ImageNet-100 with the interventions", "not run (no ImageNet-100 here)", "about +10 points",
         "[summary]", "not measured")
     return pd.DataFrame(rows)

@@ -56,10 +56,11 @@ PROFILES = {
                   batch_sizes=[16, 32], seeds=2, epochs=1, warmup_epochs=0.0, width_multiplier=0.125, optimizer="lars",
                   lr=0.6, lr_scaling="sqrt", train_subset=0, probe_steps=20, projector_bn=True, workers=1),
     # 3 batch sizes x 2 losses x 2 seeds = 12 runs on 1,024 procedural images: about 2-3 minutes on 2 cores.
-    "quick": dict(dataset="shapes", dataset_options={"num_classes": 10, "difficulty": 0.5, "n_train": 1024, "n_test": 500,
-                                                     "image_size": 32},
+    "quick": dict(dataset="shapes", dataset_options={"num_classes": 10, "difficulty": 0.5, "n_train": 1024,
+                                                     "n_test": 500, "image_size": 32},
                   batch_sizes=[16, 64, 256], seeds=2, epochs=5, warmup_epochs=0.5, width_multiplier=0.125,
-                  optimizer="lars", lr=0.6, lr_scaling="sqrt", train_subset=0, probe_steps=200, projector_bn=True, workers=2),
+                  optimizer="lars", lr=0.6, lr_scaling="sqrt", train_subset=0, probe_steps=200, projector_bn=True,
+                  workers=2),
     # The 10,000-image CIFAR-10 subset of ../shared/data: 5 batch sizes x 2 losses x 2 seeds = 20 runs of
     # 6 epochs. Measured on one core at width 0.25: about 125 images/s per step (70-130 at batch 32), about
     # 25 s of evaluation, so 20 x (6 x 80 s + 25 s) / 2 workers = 85 minutes, up to 100 with slow small batches.
@@ -81,7 +82,8 @@ def resolve(p: dict) -> dict:
     if p.get("dataset_options") is None and s["dataset"] != PROFILES[s["profile"]]["dataset"]:
         s["dataset_options"] = {}  # the profile's options belong to the profile's dataset
     if not isinstance(s["dataset_options"], dict) or (s["dataset"] != "shapes" and s["dataset_options"]):
-        params.fail("dataset_options", s["dataset_options"], "a dict of lib.data.load_dataset options ({} unless shapes)")
+        params.fail("dataset_options", s["dataset_options"],
+                    "a dict of lib.data.load_dataset options ({} unless shapes)")
     sizes = s["batch_sizes"]
     if (not isinstance(sizes, (list, tuple)) or not sizes or len(set(sizes)) != len(sizes)
             or any(isinstance(b, bool) or not isinstance(b, int) or b < 2 for b in sizes)):
@@ -194,7 +196,8 @@ def analyze(runs: pd.DataFrame, s: dict) -> dict:
              .agg(runs=("seed", "size"), knn_mean=("knn_pct", "mean"), knn_sd=("knn_pct", "std"),
                   probe_mean=("probe_pct", "mean"), probe_sd=("probe_pct", "std"),
                   info_nce_final=("info_nce_final", "mean"), info_nce_ceiling=("info_nce_ceiling", "first"),
-                  grad_scale_final=("grad_scale_final", "mean"), negative_entropy_final=("negative_entropy_final", "mean"),
+                  grad_scale_final=("grad_scale_final", "mean"),
+                  negative_entropy_final=("negative_entropy_final", "mean"),
                   steps=("steps", "first"), lr=("lr", "first"))
              .reset_index())
     out: dict = {"n_ok": len(ok), "n_not_ok": int((runs.status != "ok").sum()), "cells": cells}
@@ -337,7 +340,8 @@ def _small_batch_row(out: dict, comparison: pd.DataFrame) -> tuple:
     anova = out["anova"].get("probe")
     key = "loss:batch_size"
     interaction_p = float(anova.loc[key, "PR(>F)"]) if anova is not None and key in anova.index else np.nan
-    ours = (f"B={first.batch_size:.0f}: {first.probe_diff:+.2f} pts, B={last.batch_size:.0f}: {last.probe_diff:+.2f} pts; "
+    ours = (f"B={first.batch_size:.0f}: {first.probe_diff:+.2f} pts, "
+            f"B={last.batch_size:.0f}: {last.probe_diff:+.2f} pts; "
             f"interaction loss x batch p = {interaction_p:.2g}")
     largest_first = first.probe_diff > 0 and first.probe_diff == measured.probe_diff.max()
     if largest_first and interaction_p < 0.05:

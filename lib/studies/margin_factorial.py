@@ -25,10 +25,12 @@ TRAIN = train_cff
 # Each profile: overrides of CFFConfig fields, and the study's settings (seeds, dose_seeds, workers). A
 # notebook parameter left as None takes the profile's value, else CFFConfig's default.
 PROFILES = {
-    "smoke": dict(dataset="shapes", dataset_options={"num_classes": 10, "difficulty": 0.3, "n_train": 400, "n_test": 200},
+    "smoke": dict(dataset="shapes",
+                  dataset_options={"num_classes": 10, "difficulty": 0.3, "n_train": 400, "n_test": 200},
                   seeds=2, layers=2, embed_dim=32, heads=2, patch=4, epochs=1, batch_size=128, train_subset=0,
                   probe_epochs=5, dose_seeds=2, workers=1),
-    "quick": dict(dataset="shapes", dataset_options={"num_classes": 10, "difficulty": 0.3, "n_train": 3000, "n_test": 1000},
+    "quick": dict(dataset="shapes",
+                  dataset_options={"num_classes": 10, "difficulty": 0.3, "n_train": 3000, "n_test": 1000},
                   seeds=5, layers=3, embed_dim=32, heads=2, patch=4, epochs=6, batch_size=256, train_subset=0,
                   probe_epochs=30, dose_seeds=5, workers=2),
     "cpu": dict(dataset="cifar10", dataset_options={}, seeds=7, layers=4, embed_dim=64, heads=4, patch=4, epochs=8,
@@ -81,7 +83,8 @@ def curves_frame(records: list[dict]) -> pd.DataFrame:
             for epoch, per_layer in enumerate(per_epoch):
                 for layer, value in enumerate(per_layer):
                     rows.append(dict(run_id=r["run_id"], margin_mode=c["margin_mode"], stabilizer=c["stabilizer"],
-                                     m0=c["m0"], seed=c["seed"], metric=metric, epoch=epoch + 1, layer=layer, value=value))
+                                     m0=c["m0"], seed=c["seed"], metric=metric, epoch=epoch + 1, layer=layer,
+                                     value=value))
     return pd.DataFrame(rows)
 
 
@@ -118,7 +121,8 @@ def analyze(runs: pd.DataFrame, s: dict) -> dict:
         for key in ("mean_clamp", "mean_subtract", "car_layer0_clamp", "car_layer0_subtract"):
             out[key] = arms[key]
         out["grad_norm_ratio_subtract_over_clamp"] = subtract.grad_norm_layer0.mean() / clamp.grad_norm_layer0.mean()
-        out["grad_norm_welch"] = stats.welch_t_test(subtract.grad_norm_layer0.to_numpy(), clamp.grad_norm_layer0.to_numpy())
+        out["grad_norm_welch"] = stats.welch_t_test(subtract.grad_norm_layer0.to_numpy(),
+                                                    clamp.grad_norm_layer0.to_numpy())
         # None when every subtract run has the same accuracy: no observed ratio to plan for
         out["power"] = stats.seeds_for_power(a, b) if np.var(b, ddof=1) > 0 else None
         out["stabilizer_pairs"] = stabilizer_pairs(main)
@@ -157,29 +161,35 @@ def paper_vs_reproduced(out: dict) -> pd.DataFrame:
         "reproduced (p < 0.05)" if p["vr"] > 1 else "not reproduced: p < 0.05, but clamp's variance is the smaller")
     row("bootstrap 95% CI of VR", f"[{p['ci_low']:.2f}, {p['ci_high']:.2f}]", "[1.62, 15.80]", "[paper]",
         "not measured" if not measured else
-        "excludes 1, as published" if p["ci_low"] > 1 else ("excludes 1, opposite side" if p["ci_high"] < 1 else "includes 1: not reproduced at this scale"))
+        "excludes 1, as published" if p["ci_low"] > 1 else
+        ("excludes 1, opposite side" if p["ci_high"] < 1 else "includes 1: not reproduced at this scale"))
     if "one_stabilizer" in out:
         o = out["one_stabilizer"]
-        row(f"VR on one stabiliser's runs only ({o['n_a']} vs {o['n_b']}; F-test p)", f"{o['vr']:.2f} (p = {o['f_p']:.3g})",
+        row(f"VR on one stabiliser's runs only ({o['n_a']} vs {o['n_b']}; F-test p)",
+            f"{o['vr']:.2f} (p = {o['f_p']:.3g})",
             "5.90 (p = 0.003)", "[ours]", common.verdict_variance_ratio(o["vr"], o["f_p"], 5.90)
             + "; the honest test when detach and direct runs are identical twins")
     sp = out["stabilizer_pairs"]
     if sp["pairs"]:
-        row("detach vs direct at the same seed", f"{sp['identical']}/{sp['pairs']} identical, max |diff| {sp['max_abs_diff_pts']:.3g} pts",
+        row("detach vs direct at the same seed",
+            f"{sp['identical']}/{sp['pairs']} identical, max |diff| {sp['max_abs_diff_pts']:.3g} pts",
             "gradient-neutral: can act only through floating point", "[ours]",
             "identical twins: pooling them doubles the F-test's degrees of freedom" if sp["identical"] == sp["pairs"]
-            else "differ through floating point only" if sp["max_abs_diff_pts"] < 5 else "differ by more than floating point should explain")
+            else "differ through floating point only" if sp["max_abs_diff_pts"] < 5
+            else "differ by more than floating point should explain")
     car = out["car_layer0_clamp"]
     row("layer-0 clamp activation rate (clamp arm)", f"{car:.1f}%", "60.7%", "[paper]",
         "close (within 15 points)" if abs(car - 60.7) <= 15 else "differs by more than 15 points")
     w = out["welch"]
-    row("mean top-1 difference clamp - subtract (Welch p)", f"{out['mean_clamp'] - out['mean_subtract']:+.2f} pts (p = {w.p_value:.2g})",
-        "none (p = 0.92)", "[summary]", "reproduced (no significant difference)" if w.p_value >= 0.05 else "not reproduced: the means differ")
+    row("mean top-1 difference clamp - subtract (Welch p)",
+        f"{out['mean_clamp'] - out['mean_subtract']:+.2f} pts (p = {w.p_value:.2g})", "none (p = 0.92)", "[summary]",
+        "reproduced (no significant difference)" if w.p_value >= 0.05 else "not reproduced: the means differ")
     g, gp = out["grad_norm_ratio_subtract_over_clamp"], out["grad_norm_welch"].p_value
     if gp >= 0.05:
         g_verdict = "not reproduced at this scale: no significant difference"
     elif g > 1:
-        g_verdict = "direction reproduced (lower under clamp)" + (", magnitude close" if 2.0 <= g <= 8.0 else ", magnitude differs")
+        g_verdict = "direction reproduced (lower under clamp)" + (", magnitude close" if 2.0 <= g <= 8.0
+                                                                  else ", magnitude differs")
     else:
         g_verdict = "not reproduced at this scale: higher under clamp"
     row("layer-0 gradient norm, subtract / clamp (Welch p)", f"{g:.2f}x (p = {gp:.2g})", "4.0x", "[summary]", g_verdict)

@@ -183,23 +183,27 @@ def analyze(runs: pd.DataFrame, s: dict) -> dict:
         out["head"] = (main.groupby(["mode", "r"])
                        .agg(seeds=("seed", "size"), distance_final_ratio=("min_label_distance_final_ratio", "mean"),
                             distance_min_ratio=("min_label_distance_min_ratio", "min"),
-                            accuracy_final=("accuracy_final", "mean"), accuracy_noisy_final=("accuracy_noisy_final", "mean"),
+                            accuracy_final=("accuracy_final", "mean"),
+                            accuracy_noisy_final=("accuracy_noisy_final", "mean"),
                             final_speed=("final_speed", "max"))
                        .reset_index())
         sg = main[main["mode"] == "sg"]
         if len(sg):
             spec = sg.groupby("r").agg(seeds=("seed", "size"), mean_direction=("w2_mean_direction", "mean"),
-                                       class_min=("w2_class_min", "min"), class_max=("w2_class_max", "max")).reset_index()
+                                       class_min=("w2_class_min", "min"),
+                                       class_max=("w2_class_max", "max")).reset_index()
             spec["predicted_mean"] = 1.0
             spec["predicted_class"] = 1.0 - spec.r
-            spec["max_abs_dev"] = np.maximum.reduce([(spec.mean_direction - 1).abs(), (spec.class_min - spec.predicted_class).abs(),
+            spec["max_abs_dev"] = np.maximum.reduce([(spec.mean_direction - 1).abs(),
+                                                     (spec.class_min - spec.predicted_class).abs(),
                                                      (spec.class_max - spec.predicted_class).abs()])
             out["w2"] = spec
         slow = head[(head.head_rate != s["head_rate"]) & (head["mode"] == "sg")]
         if len(slow):
             out["slow_head"] = (slow.groupby("r").agg(seeds=("seed", "size"), head_rate=("head_rate", "first"),
                                                       distance_final_ratio=("min_label_distance_final_ratio", "min"),
-                                                      class_min=("w2_class_min", "min"), class_max=("w2_class_max", "max"))
+                                                      class_min=("w2_class_min", "min"),
+                                                      class_max=("w2_class_max", "max"))
                                 .reset_index())
     for experiment in ("teacher_student", "real"):
         e = ok[ok.experiment == experiment]
@@ -207,7 +211,8 @@ def analyze(runs: pd.DataFrame, s: dict) -> dict:
             table = (e.groupby(["mode", "r"])
                      .agg(seeds=("seed", "size"), r_effective=("r_effective", "mean"),
                           distance_final_ratio=("min_label_distance_final_ratio", "mean"),
-                          accuracy_final=("accuracy_final", "mean"), accuracy_noisy_final=("accuracy_noisy_final", "mean"),
+                          accuracy_final=("accuracy_final", "mean"),
+                          accuracy_noisy_final=("accuracy_noisy_final", "mean"),
                           test_accuracy_final=("test_accuracy_final", "mean"),
                           test_accuracy_noisy_final=("test_accuracy_noisy_final", "mean"),
                           num_classes=("num_classes", "first"))
@@ -269,18 +274,22 @@ def paper_vs_reproduced(out: dict, s: dict) -> pd.DataFrame:
             row("accuracy rises, then the geometry collapses: peak exact accuracy (lowest over r > 0); "
                 f"final accuracy with readout noise {s['readout_noise']:g} (highest)", f"{acc:.3f}; {acc_noisy:.3f}",
                 "accuracy rises, then collapse", "[summary]",
-                "reproduced: accuracy reaches ~1 − r + r/n, then falls to chance once the labels are closer than the noise"
+                "reproduced: accuracy reaches ~1 − r + r/n, then falls to chance "
+                "once the labels are closer than the noise"
                 if acc_noisy < acc - 0.2 else
-                "rise reproduced; the collapse is scale-free, so accuracy falls only once distances reach the readout noise "
-                "(not within this run for every r)")
+                "rise reproduced; the collapse is scale-free, so accuracy falls only once distances reach "
+                "the readout noise (not within this run for every r)")
     w2 = out.get("w2")
     if w2 is not None and len(w2):
         dev = w2.max_abs_dev.max()
         row("W² with stop-gradient: eigenvalue on the mean direction (range over r)",
             f"{w2.mean_direction.min():.5f} – {w2.mean_direction.max():.5f}", "1", "[summary]",
-            "reproduced (within 1e-3)" if (w2.mean_direction - 1).abs().max() < 1e-3 else "not reproduced: not converged or differs")
+            "reproduced (within 1e-3)" if (w2.mean_direction - 1).abs().max() < 1e-3
+            else "not reproduced: not converged or differs")
+        class_dev = max((w2.class_min - w2.predicted_class).abs().max(),
+                        (w2.class_max - w2.predicted_class).abs().max())
         row("W² with stop-gradient: class-direction eigenvalues minus (1 − r), largest |deviation|",
-            f"{max((w2.class_min - w2.predicted_class).abs().max(), (w2.class_max - w2.predicted_class).abs().max()):.2g}",
+            f"{class_dev:.2g}",
             "1 − r", "[summary]", "reproduced (within 1e-3): W² = (1 − r) I + r·(mean projection) on the labels' span"
             if dev < 1e-3 else "not reproduced: not converged or differs")
     head = out.get("head")
@@ -289,7 +298,8 @@ def paper_vs_reproduced(out: dict, s: dict) -> pd.DataFrame:
         if len(sg):
             row("head + stop-gradient: class separation, end / start (smallest over r)",
                 f"{sg.distance_final_ratio.min():.3f}", "stays finite", "[summary]",
-                "reproduced: no collapse at any r" if sg.distance_final_ratio.min() > 0.05 else "not reproduced: separation lost")
+                "reproduced: no collapse at any r" if sg.distance_final_ratio.min() > 0.05
+                else "not reproduced: separation lost")
         pos = nosg[nosg.r > 0]
         if len(pos):
             zero = nosg[nosg.r == 0]
@@ -298,10 +308,12 @@ def paper_vs_reproduced(out: dict, s: dict) -> pd.DataFrame:
                     "; it collapses at r = 0 too" if len(zero) else "")
             row("head without stop-gradient: class separation, end / start (largest over r > 0)",
                 f"{pos.distance_final_ratio.max():.2g}", "collapses even with the head", "[summary]",
-                ("reproduced" if pos.distance_final_ratio.max() < 1e-2 else "direction only: shrinking, not yet collapsed") + note)
+                ("reproduced" if pos.distance_final_ratio.max() < 1e-2
+                 else "direction only: shrinking, not yet collapsed") + note)
     slow = out.get("slow_head")
     if slow is not None and len(slow):
-        row(f"stop-gradient with a slow head (rate {slow.head_rate.iloc[0]:g} γ): separation end / start (smallest over r)",
+        row(f"stop-gradient with a slow head (rate {slow.head_rate.iloc[0]:g} γ): "
+            "separation end / start (smallest over r)",
             f"{slow.distance_final_ratio.min():.2g}", "(not stated)", "[ours]",
             "stop-gradient alone is not enough: with a slow head class directions are lost before W adapts"
             if slow.distance_final_ratio.min() < 1e-2 else "stop-gradient still prevents collapse at this head rate")
@@ -310,16 +322,21 @@ def paper_vs_reproduced(out: dict, s: dict) -> pd.DataFrame:
         sg, nosg = ts[ts["mode"] == "sg"], ts[ts["mode"] == "no_sg"]
         if len(sg):
             gap = (sg.accuracy_final - sg.one_minus_r).abs().max()
-            row("teacher–student + SG: training accuracy − (1 − r), largest |gap| over r; separation end / start (smallest)",
-                f"{gap:.3f}; {sg.distance_final_ratio.min():.2f}", "accuracy ≈ 1 − r, label distance finite", "[paper/summary]",
-                ("reproduced" if gap <= 1.0 / s["num_classes"] + 0.02 and sg.distance_final_ratio.min() > 0.05 else "not reproduced")
+            row("teacher–student + SG: training accuracy − (1 − r), largest |gap| over r; "
+                "separation end / start (smallest)",
+                f"{gap:.3f}; {sg.distance_final_ratio.min():.2f}", "accuracy ≈ 1 − r, label distance finite",
+                "[paper/summary]",
+                ("reproduced" if gap <= 1.0 / s["num_classes"] + 0.02 and sg.distance_final_ratio.min() > 0.05
+                 else "not reproduced")
                 + f" (frustrated samples are right by chance, 1/n = {1 / s['num_classes']:.2f})")
         pos = nosg[nosg.r > 0]
         if len(pos):
             ratios = pos.sort_values("r").distance_final_ratio.to_numpy()
-            row("teacher–student without SG: separation end / start for r = " + ", ".join(f"{r:g}" for r in sorted(pos.r)),
+            row("teacher–student without SG: separation end / start for r = "
+                + ", ".join(f"{r:g}" for r in sorted(pos.r)),
                 ", ".join(f"{x:.2g}" for x in ratios), "collapses as r grows", "[paper/summary]",
-                "reproduced: collapsed at every r > 0" + (", faster with larger r" if np.all(np.diff(np.log(ratios)) < 0) else "")
+                "reproduced: collapsed at every r > 0"
+                + (", faster with larger r" if np.all(np.diff(np.log(ratios)) < 0) else "")
                 if ratios.max() < 1e-2 else "direction only: shrinking, not collapsed")
     real = out.get("real")
     if real is not None and len(real):
@@ -327,7 +344,8 @@ def paper_vs_reproduced(out: dict, s: dict) -> pd.DataFrame:
         if len(sg) and len(nosg):
             zero = nosg[nosg.r == 0]
             note = ("; without SG the student collapses at r = 0 too: it cannot fit every image's label exactly, and "
-                    "the unexplained part acts like frustration" if len(zero) and zero.distance_final_ratio.iloc[0] < 1e-2 else "")
+                    "the unexplained part acts like frustration"
+                    if len(zero) and zero.distance_final_ratio.iloc[0] < 1e-2 else "")
             row(f"real data ({s['real_dataset']}): clean test accuracy with / without SG (mean over r); "
                 "separation end / start (smallest with SG, largest without)",
                 f"{sg.test_accuracy_final.mean():.3f} / {nosg.test_accuracy_final.mean():.3f}; "
