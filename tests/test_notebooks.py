@@ -1,4 +1,5 @@
 """Every notebook runs under papermill with the smoke profile, and bad parameters fail first."""
+import ast
 import hashlib
 import shutil
 import subprocess
@@ -71,6 +72,16 @@ def test_every_notebook_has_a_parameters_cell_and_no_outputs():
         for cell in nb.cells:
             if cell.cell_type == "code":
                 assert not cell.outputs and cell.execution_count is None, f"{path.name} is committed with outputs"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_papermill_sees_every_name_the_parameters_cell_assigns(path):
+    """papermill parses the cell line by line and silently drops a line it cannot read (e.g. a comment
+    holding a second "="): that parameter would then never be injected nor checked for typos."""
+    cell = next(c for c in nbformat.read(path, as_version=4).cells if "parameters" in c.metadata.get("tags", []))
+    assigned = {node.target.id if isinstance(node, ast.AnnAssign) else node.targets[0].id
+                for node in ast.parse(cell.source).body if isinstance(node, (ast.Assign, ast.AnnAssign))}
+    assert set(papermill.inspect_notebook(str(path))) == assigned
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
