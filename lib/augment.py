@@ -245,23 +245,18 @@ def simclr_augment(
     mean: Sequence[float],
     std: Sequence[float],
     generator: torch.Generator,
-    scale: tuple[float, float] = (0.08, 1.0),
-    ratio: tuple[float, float] = (3 / 4, 4 / 3),
-    flip: bool = True,
-    jitter: Sequence[float] = (0.4, 0.4, 0.4, 0.1),
-    jitter_p: float = 0.8,
-    grayscale_p: float = 0.2,
+    **recipe,
 ) -> torch.Tensor:
     """One SimCLR view per image: :func:`draw_simclr_params` then :func:`apply_simclr_params`.
 
-    The defaults are SimCLR's CIFAR recipe with FLAT's crop scale (0.08, 1); the NORMS authors
+    ``recipe`` holds :func:`draw_simclr_params`' settings (scale, ratio, flip, jitter, jitter_p,
+    grayscale_p). Its defaults are SimCLR's CIFAR recipe with FLAT's crop scale (0.08, 1); the NORMS authors
     use ``scale=(0.2, 1.0)``. ``scale=(1, 1), ratio=(1, 1), flip=False, jitter_p=0,
     grayscale_p=0`` is plain normalisation. Returns float32 ``[B, C, H, W]``.
     """
     _check_uint8_images(x_uint8)
     b, _, h, w = x_uint8.shape
-    params = draw_simclr_params(b, h, w, scale=scale, ratio=ratio, flip=flip, jitter=jitter, jitter_p=jitter_p,
-                                grayscale_p=grayscale_p, generator=generator)
+    params = draw_simclr_params(b, h, w, generator=generator, **recipe)
     return apply_simclr_params(x_uint8, params, mean=mean, std=std)
 
 

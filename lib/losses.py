@@ -108,6 +108,16 @@ def margin_supcon(
     return per_anchor.mean()
 
 
+def _check_pair_batch(z1: torch.Tensor, z2: torch.Tensor, temperature: float) -> None:
+    """Two views [N, dim] of N >= 2 images (so that every anchor has negatives) and a temperature > 0."""
+    if z1.ndim != 2 or z1.shape != z2.shape:
+        raise ValueError(f"z1 and z2 must be [N, dim] of the same shape, got {tuple(z1.shape)} and {tuple(z2.shape)}")
+    if z1.shape[0] < 2:
+        raise ValueError(f"a batch needs N >= 2 pairs to have negatives, got N={z1.shape[0]}")
+    if not (math.isfinite(temperature) and temperature > 0):
+        raise ValueError(f"temperature={temperature} must be > 0")
+
+
 def pair_logits(z1: torch.Tensor, z2: torch.Tensor, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
     r"""Positive and negative logits of the 2N anchors of a two-view batch (SimCLR's pairing).
 
@@ -116,12 +126,7 @@ def pair_logits(z1: torch.Tensor, z2: torch.Tensor, temperature: float) -> tuple
     ``(positive [2N], negatives [2N, 2N - 2])`` = (s_{i,p(i)} / tau, s_ij / tau for j not in {i, p(i)}),
     negatives in row order.
     """
-    if z1.ndim != 2 or z1.shape != z2.shape:
-        raise ValueError(f"z1 and z2 must be [N, dim] of the same shape, got {tuple(z1.shape)} and {tuple(z2.shape)}")
-    if z1.shape[0] < 2:
-        raise ValueError(f"a batch needs N >= 2 pairs to have negatives, got N={z1.shape[0]}")
-    if not (math.isfinite(temperature) and temperature > 0):
-        raise ValueError(f"temperature={temperature} must be > 0")
+    _check_pair_batch(z1, z2, temperature)
     n = z1.shape[0]
     f = F.normalize(torch.cat([z1, z2]), dim=1)
     logits = f @ f.T / temperature
@@ -183,12 +188,7 @@ def decoupled_cross_view_nce(z1: torch.Tensor, z2: torch.Tensor, temperature: fl
     value can be negative: with aligned views (s_ii = 1) and orthogonal negatives (s_ij = 0) it is
     log(N - 1) - 1/tau. Both views receive gradient, since each s_ij involves both.
     """
-    if z1.ndim != 2 or z1.shape != z2.shape:
-        raise ValueError(f"z1 and z2 must be [N, dim] of the same shape, got {tuple(z1.shape)} and {tuple(z2.shape)}")
-    if z1.shape[0] < 2:
-        raise ValueError(f"a batch needs N >= 2 pairs to have negatives, got N={z1.shape[0]}")
-    if not (math.isfinite(temperature) and temperature > 0):
-        raise ValueError(f"temperature={temperature} must be > 0")
+    _check_pair_batch(z1, z2, temperature)
     logits = F.normalize(z1, dim=1) @ F.normalize(z2, dim=1).T / temperature
     positive = logits.diagonal()
     # -inf on the diagonal drops the positive from the log-sum-exp without changing the other terms

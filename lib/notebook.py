@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
+from typing import Any, Callable
 
 from lib import PROJECT_ROOT, params
 from lib.config import as_dict
@@ -167,6 +168,7 @@ class Setup:
     reused: list[str] = field(default_factory=list)  # run ids copied from the canonical store
     sources: dict = field(default_factory=dict)  # dataset label -> where it came from
     checked_data: tuple | None = None  # what the study's check_data returned, if it has one
+    data_root: str | None = None
 
     def header(self) -> str:
         s = self.settings
@@ -181,6 +183,25 @@ class Setup:
             writes = (f"**Writes variant `{self.variant}`** to {where} (overrides: {changed}); "
                       f"the shipped `{s['profile']}` results are not touched.")
         return f"{writes}  \n**Profile** `{s['profile']}`: {runs}. Data: {data}."
+
+
+    def run(self, frame: Callable[[list[dict]], Any], *, show: list[str]) -> tuple[list[dict], Any]:
+        """The notebook's runs: train every planned config without a finished record (``lib.sweep``),
+        write the collected table and show the runs that are not ok (with the ``show`` columns of
+        ``frame(records)``, the study's runs frame); returns the records and that frame."""
+        from IPython.display import Markdown, display
+
+        from lib.sweep import run_sweep
+
+        records = run_sweep(self.store, self.configs, self.study.train_fn, data_root=self.data_root,
+                            **self.study.module.sweep_options(self.settings))
+        table = self.store.write_table()
+        runs = frame(records)
+        failed = runs[runs.status != "ok"]
+        display(Markdown(f"{len(runs)} runs, {len(failed)} not ok; table: `{table.name}`"))
+        if len(failed):
+            display(failed[["run_id", "status", *show]])
+        return records, runs
 
 
 def setup(module: ModuleType, namespace: dict, *, precision: int = 3) -> Setup:
@@ -202,6 +223,6 @@ def setup(module: ModuleType, namespace: dict, *, precision: int = 3) -> Setup:
     sns.set_theme(style="whitegrid", context="notebook")
     pd.set_option("display.precision", precision)
     pd.set_option("display.max_colwidth", None)  # verdicts are sentences: never cut them
-    nb = Setup(study, settings, configs, store, variant, changes, reused, sources, checked)
+    nb = Setup(study, settings, configs, store, variant, changes, reused, sources, checked, data_root)
     display(Markdown(nb.header()))
     return nb

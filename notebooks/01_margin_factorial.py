@@ -68,7 +68,6 @@ from IPython.display import Markdown, display
 
 from lib.notebook import setup
 from lib.studies import margin_factorial as study
-from lib.sweep import run_sweep
 
 nb = setup(study, globals())  # checks every parameter and loads the data before any compute; says where results go
 settings, configs, store = nb.settings, nb.configs, nb.store
@@ -85,14 +84,8 @@ display(Markdown(
 # `python -m lib.dispatch 01 --profile <profile>` (`--backend slurm`, see the README): this cell then only collects.
 
 # %%
-records = run_sweep(store, configs, study.TRAIN, data_root=data_root, **study.sweep_options(settings))
-table_path = store.write_table()
-runs = study.runs_frame(records)
+records, runs = nb.run(study.runs_frame, show=["margin_mode", "stabilizer", "m0", "seed"])
 curves = study.curves_frame(records)
-failed = runs[runs.status != "ok"]
-display(Markdown(f"{len(runs)} runs, {len(failed)} not ok; table: `{table_path.name}`"))
-if len(failed):
-    display(failed[["run_id", "status", "margin_mode", "stabilizer", "m0", "seed"]])
 
 # %% [markdown]
 # ## Accuracy per cell

@@ -82,7 +82,6 @@ from IPython.display import Markdown, display
 from lib.notebook import setup
 from lib.studies import cross_dataset as study
 from lib.studies.common import plot_ratio_with_ci
-from lib.sweep import run_sweep
 
 nb = setup(study, globals())  # checks every parameter and loads the data before any compute; says where results go
 settings, configs, store = nb.settings, nb.configs, nb.store
@@ -109,13 +108,7 @@ for entry, message in skipped.items():
 # `python -m lib.dispatch 02 --profile <profile>` (`--backend slurm`, see the README): this cell then only collects.
 
 # %%
-records = run_sweep(store, configs, study.TRAIN, data_root=data_root, **study.sweep_options(settings))
-table_path = store.write_table()
-runs = study.runs_frame(records)
-failed = runs[runs.status != "ok"]
-display(Markdown(f"{len(runs)} runs, {len(failed)} not ok; table: `{table_path.name}`"))
-if len(failed):
-    display(failed[["run_id", "status", "dataset", "margin_mode", "seed"]])
+records, runs = nb.run(study.runs_frame, show=["dataset", "margin_mode", "seed"])
 
 # %% [markdown]
 # ## Per dataset: accuracy, variance ratio, CAR and density

@@ -87,7 +87,6 @@ from lib.data import get_dataset
 from lib.notebook import setup
 from lib.studies import difficulty_sweep as study
 from lib.studies.common import plot_ratio_with_ci
-from lib.sweep import run_sweep
 
 nb = setup(study, globals())  # checks every parameter and loads the data before any compute; says where results go
 settings, configs, store = nb.settings, nb.configs, nb.store
@@ -130,13 +129,8 @@ plt.show()
 # `python -m lib.dispatch 03 --profile <profile>` (`--backend slurm`, see the README): this cell then only collects.
 
 # %%
-records = run_sweep(store, configs, study.TRAIN, data_root=data_root, **study.sweep_options(settings))
-table_path = store.write_table()
-runs = study.runs_frame(records, settings["knob"])
-failed = runs[runs.status != "ok"]
-display(Markdown(f"{len(runs)} runs, {len(failed)} not ok; table: `{table_path.name}`"))
-if len(failed):
-    display(failed[["run_id", "status", "level", "margin_mode", "seed"]])
+records, runs = nb.run(lambda records: study.runs_frame(records, settings["knob"]),
+                       show=["level", "margin_mode", "seed"])
 
 # %% [markdown]
 # ## Per level: accuracy, variance ratio and CAR

@@ -123,7 +123,6 @@ from lib.evaluation import ood_label
 from lib.notebook import setup
 from lib.simulations import latent_class_simulation, sphere_convergence
 from lib.studies import embedding_norms as study
-from lib.sweep import run_sweep
 
 nb = setup(study, globals())  # checks every parameter and loads the data before any compute; says where results go
 settings, configs, store = nb.settings, nb.configs, nb.store
@@ -252,15 +251,10 @@ plt.show()
 # `python -m lib.dispatch 04 --profile <profile>` (`--backend slurm`, see the README): this cell then only collects.
 
 # %%
-records = run_sweep(store, configs, study.TRAIN, data_root=data_root, **study.sweep_options(settings))
-table_path = store.write_table()
-runs = study.runs_frame(records)
-failed = runs[runs.status != "ok"]
-display(Markdown(f"{len(runs)} runs, {len(failed)} not ok; table: `{table_path.name}`; measured training step: "
+records, runs = nb.run(study.runs_frame, show=["method", "data", "intervention", "seed"])
+display(Markdown("Measured training step: "
                  + ", ".join(f"{m} {g.step_s.median():.3f} s" for m, g in runs.groupby("method"))
                  + f"; training time of all runs {(runs.steps * runs.step_s).sum() / 60:.1f} core-minutes."))
-if len(failed):
-    display(failed[["run_id", "status", "method", "data", "intervention", "seed"]])
 interventions_summary = study.intervention_table(runs)
 store.write_frame("interventions", interventions_summary)
 display(interventions_summary)

@@ -81,7 +81,6 @@ from IPython.display import Markdown, display
 from lib.collapse_theory import fast_rate, slow_rate
 from lib.notebook import setup
 from lib.studies import stop_gradient as study
-from lib.sweep import run_sweep
 
 # checks every parameter and loads the data before any compute; says where results go
 nb = setup(study, globals(), precision=4)
@@ -102,14 +101,8 @@ display(Markdown(
 # `python -m lib.dispatch 06 --profile <profile>` (`--backend slurm`, see the README): this cell then only collects.
 
 # %%
-records = run_sweep(store, configs, study.TRAIN, data_root=data_root, **study.sweep_options(settings))
-table_path = store.write_table()
-runs = study.runs_frame(records)
+records, runs = nb.run(study.runs_frame, show=["experiment", "mode", "r", "seed"])
 curves = study.curves_frame(records)
-failed = runs[runs.status != "ok"]
-display(Markdown(f"{len(runs)} runs, {len(failed)} not ok; table: `{table_path.name}`"))
-if len(failed):
-    display(failed[["run_id", "status", "experiment", "mode", "r", "seed"]])
 out = study.analyze(runs, settings)
 # Distances are shown relative to each run's start, so seeds with different starts line up.
 start = curves[curves.t == 0].set_index(["run_id", "metric"]).value
