@@ -28,8 +28,8 @@ EXPERIMENTS = ("embedding", "head", "teacher_student", "real")
 HEAD_MODES = ("sg", "no_sg")  # a head with stop-gradient | without: gradients flow into the targets
 # A synthetic experiment's data, which a record names as its dataset; ``real`` names the image dataset.
 SYNTHETIC_DATA = {"embedding": "synthetic", "head": "synthetic", "teacher_student": "teacher_student"}
-# The fields each experiment reads besides those every run reads (experiment, r, seed, steps, dim, gamma,
-# dt, readout_noise, dataset). The real experiment takes its classes and samples from its dataset.
+# The fields each experiment reads besides those every run reads (experiment, r, seed, steps, embed_dim,
+# gamma, dt, readout_noise, dataset). The real experiment takes its classes and samples from its dataset.
 USES = {
     "embedding": ("num_classes", "samples_per_class"),
     "head": ("num_classes", "samples_per_class", "mode", "head_init", "head_rate"),
@@ -59,7 +59,7 @@ class CollapseConfig(Config):
     r: float = 0.0  # the frustrated fraction of each class, in [0, 1)
     seed: int = 0  # the random start of samples, labels, inputs and readout noise
     steps: int = 3000  # integration (gradient-descent) steps of size dt
-    dim: int = 16  # d: embedding dimension
+    embed_dim: int = 16  # d: embedding dimension
     gamma: float = 1.0  # γ: the gradient-flow rate
     dt: float = 0.1  # the time step; a block's gradient-descent learning rate is its rate times dt
     readout_noise: float = 0.05  # std of a fixed Gaussian noise added to predictions before the nearest-label readout
@@ -84,9 +84,9 @@ class CollapseConfig(Config):
         put("dataset", SYNTHETIC_DATA.get(experiment) or params.choice("dataset", self.dataset, DATASETS))
         if "num_classes" in uses:
             put("num_classes", params.integer("num_classes", self.num_classes, 2))
-        put("dim", params.integer("dim", self.dim, 1))
-        if "num_classes" in uses and self.dim < self.num_classes:  # W^2 on the labels' span needs d >= n
-            params.fail("dim", self.dim,
+        put("embed_dim", params.integer("embed_dim", self.embed_dim, 1))
+        if "num_classes" in uses and self.embed_dim < self.num_classes:  # W^2 on the labels' span needs d >= n
+            params.fail("embed_dim", self.embed_dim,
                         f"an integer >= num_classes={self.num_classes} (the labels must span n directions)")
         if "samples_per_class" in uses:
             put("samples_per_class", params.integer("samples_per_class", self.samples_per_class, 2))
@@ -107,6 +107,14 @@ class CollapseConfig(Config):
             put("mode", params.choice("mode", self.mode, HEAD_MODES))
             put("head_init", params.number("head_init", self.head_init, 0.0, 10.0, low_open=True))
             put("head_rate", params.number("head_rate", self.head_rate, 0.0, 100.0, low_open=True))
+
+    @classmethod
+    def from_legacy(cls, values: dict) -> CollapseConfig:
+        """A record's config of an earlier schema: the embedding dimension was called ``dim``."""
+        values = dict(values)
+        if "dim" in values:
+            values["embed_dim"] = values.pop("dim")
+        return cls.from_dict(values)
 
     def _checked_r(self) -> float:
         m = self.samples_per_class
@@ -140,8 +148,8 @@ def _synthetic_start(c: CollapseConfig):
     """The attachment and the seed's starting embeddings (the same u0, v0 for every r and experiment)."""
     att = collapse.balanced_attachment(c.num_classes, c.samples_per_class, c.r)
     gen = torch.Generator().manual_seed(c.seed)
-    u0, v0 = collapse.init_embeddings(att, c.dim, gen)
-    noise = collapse.readout_noise(att.num_samples, c.dim, c.readout_noise, gen)
+    u0, v0 = collapse.init_embeddings(att, c.embed_dim, gen)
+    noise = collapse.readout_noise(att.num_samples, c.embed_dim, c.readout_noise, gen)
     return att, u0, v0, noise
 
 
@@ -198,7 +206,7 @@ def _run_embedding(c: CollapseConfig, data_root) -> dict:
 def _run_head(c: CollapseConfig, data_root) -> dict:
     """The head model, integrated with the hand-written flow's Euler step (the steps of gradient descent)."""
     att, u0, v0, noise = _synthetic_start(c)
-    tr = collapse.simulate(att, u0, v0, collapse.head_start(c.dim, c.head_init), mode=c.mode, gamma=c.gamma,
+    tr = collapse.simulate(att, u0, v0, collapse.head_start(c.embed_dim, c.head_init), mode=c.mode, gamma=c.gamma,
                            dt=c.dt, steps=c.steps, head_rate=c.head_rate, integrator="euler", noise=noise)
     out = {"finite": tr["finite"], "r_effective": att.r, **_curve_scalars(tr),
            "curves": {k: tr[k] for k in ("t", "min_label_distance", "accuracy", "accuracy_noisy")}}
@@ -221,7 +229,7 @@ def _run_teacher_student(c: CollapseConfig, data_root) -> dict:
     x_test = (torch.nn.functional.one_hot(test.labels, c.num_classes).to(collapse.DTYPE) @ teacher.T
               + c.input_noise / math.sqrt(c.input_dim) * torch.randn(test.num_samples, c.input_dim, generator=gen,
                                                                      dtype=collapse.DTYPE))
-    tr = collapse_student.train_student(x, att, dim=c.dim, mode=c.mode, gamma=c.gamma, dt=c.dt, steps=c.steps,
+    tr = collapse_student.train_student(x, att, dim=c.embed_dim, mode=c.mode, gamma=c.gamma, dt=c.dt, steps=c.steps,
                                         head_init=c.head_init, head_rate=c.head_rate, readout_std=c.readout_noise,
                                         generator=gen, x_test=x_test, y_test=test.labels)
     return {"finite": tr["finite"], "r_effective": att.r, "num_classes": att.num_classes, **_curve_scalars(tr),
@@ -238,7 +246,7 @@ def _run_real(c: CollapseConfig, data_root) -> dict:
     x_test = collapse_student.image_inputs(ds.x_test, mean, std, scale)[0]
     y = ds.y_train[idx]
     att = collapse.attachment(y, collapse.random_frustration(y, c.r, gen), ds.num_classes)
-    tr = collapse_student.train_student(x, att, dim=c.dim, mode=c.mode, gamma=c.gamma, dt=c.dt, steps=c.steps,
+    tr = collapse_student.train_student(x, att, dim=c.embed_dim, mode=c.mode, gamma=c.gamma, dt=c.dt, steps=c.steps,
                                         head_init=c.head_init, head_rate=c.head_rate, readout_std=c.readout_noise,
                                         generator=gen, x_test=x_test, y_test=ds.y_test)
     return {"finite": tr["finite"], "r_effective": att.r, "num_classes": att.num_classes, "train_images": len(y),

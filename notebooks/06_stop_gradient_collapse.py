@@ -48,7 +48,7 @@ from typing import Optional
 # A parameter left as None takes the profile's value, else the run config's default (lib.collapse_train.CollapseConfig).
 profile: str = "quick"  # smoke | quick | cpu | paper
 num_classes: Optional[int] = None  # n: classes, one label embedding each
-dim: Optional[int] = None  # d: embedding dimension (at least num_classes)
+embed_dim: Optional[int] = None  # d: embedding dimension (at least num_classes)
 samples_per_class: Optional[int] = None  # m: samples per class; every r * m must be a whole number
 r_values: Optional[list] = None  # frustrated fractions r, each in [0, 1)
 gamma: Optional[float] = None  # γ: the gradient-flow rate (config: 1) [ours]
@@ -86,7 +86,7 @@ from lib.studies import stop_gradient as study
 nb = setup(study, globals(), precision=4)
 settings, configs, store = nb.settings, nb.configs, nb.store
 display(Markdown(
-    f"n = {settings['num_classes']} classes, d = {settings['dim']}, "
+    f"n = {settings['num_classes']} classes, d = {settings['embed_dim']}, "
     f"m = {settings['samples_per_class']} samples per class, r ∈ {settings['r_values']}, γ = {settings['gamma']}, "
     f"dt = {settings['dt']}, {settings['steps']} steps "
     f"(γt up to {settings['gamma'] * settings['dt'] * settings['steps']:g}), "

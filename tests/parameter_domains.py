@@ -418,9 +418,9 @@ def stop_gradient(smoke: dict, defaults: dict) -> dict:
     return {
         "profile": profile,
         # the labels span n directions in d dimensions, and the teacher's D inputs as many
-        "num_classes": Integer(2, maximum=min(smoke["dim"], smoke["input_dim"]), optional=True,
-                               partners=("dim", "input_dim")),
-        "dim": Integer(smoke["num_classes"], optional=True, partners=("num_classes",)),
+        "num_classes": Integer(2, maximum=min(smoke["embed_dim"], smoke["input_dim"]), optional=True,
+                               partners=("embed_dim", "input_dim")),
+        "embed_dim": Integer(smoke["num_classes"], optional=True, partners=("num_classes",)),
         "input_dim": Integer(smoke["num_classes"], optional=True, partners=("num_classes",)),
         "samples_per_class": Integer(2, multiple_of=whole, optional=True, partners=("r_values",)),
         # Euler's stability: gamma * dt at most 0.5

@@ -205,7 +205,7 @@ def test_fields_an_experiment_does_not_read_are_none_and_leave_its_run_id_alone(
 
 @pytest.mark.parametrize("changes, field", [
     ({"r": 0.05, "samples_per_class": 10}, "r"),  # r * m = 0.5: not a whole number of frustrated samples
-    ({"r": 1.0}, "r"), ({"dim": 4, "num_classes": 5}, "dim"), ({"num_classes": 1}, "num_classes"),
+    ({"r": 1.0}, "r"), ({"embed_dim": 4, "num_classes": 5}, "embed_dim"), ({"num_classes": 1}, "num_classes"),
     ({"gamma": 2.0, "dt": 0.3}, "dt"), ({"steps": 9}, "steps"), ({"seed": -1}, "seed"),
     ({"experiment": "heads"}, "experiment"), ({"experiment": "head", "mode": "none"}, "mode"),
     ({"experiment": "head", "head_rate": 0.0}, "head_rate"), ({"experiment": "real", "dataset": "imagenet"}, "dataset"),
@@ -252,9 +252,9 @@ def test_a_parameter_left_as_none_takes_the_profile_then_the_config_default():
     from lib.collapse_train import CollapseConfig
     from lib.studies import stop_gradient
 
-    s = stop_gradient.resolve({"profile": "smoke", "slow_head_rate": 0.0, "dim": 12})
-    assert s["dim"] == 12 and s["num_classes"] == stop_gradient.PROFILES["smoke"]["num_classes"]
+    s = stop_gradient.resolve({"profile": "smoke", "slow_head_rate": 0.0, "embed_dim": 12})
+    assert s["embed_dim"] == 12 and s["num_classes"] == stop_gradient.PROFILES["smoke"]["num_classes"]
     assert s["head_rate"] == CollapseConfig.head_rate and s["gamma"] == CollapseConfig.gamma
     configs = stop_gradient.plan(s)
-    assert all(isinstance(c, CollapseConfig) and c.dim == 12 for c in configs)
+    assert all(isinstance(c, CollapseConfig) and c.embed_dim == 12 for c in configs)
     assert {c.steps for c in configs if c.experiment in ("teacher_student", "real")} == {s["student_steps"]}

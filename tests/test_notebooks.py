@@ -149,7 +149,7 @@ def test_notebook_06_smoke_writes_records_and_tables(tmp_path):
 
 
 @pytest.mark.parametrize("name,value", [("profile", "huge"), ("r_values", [0.2, 1.0]), ("r_values", [0.03]),
-                                        ("r_values", []), ("dim", 2), ("num_classes", 1), ("dt", 5.0),
+                                        ("r_values", []), ("embed_dim", 2), ("num_classes", 1), ("dt", 5.0),
                                         ("gamma", "fast"), ("seeds", 0), ("steps", 1.5), ("real_dataset", "imagenet"),
                                         ("head_rate", -1.0), ("readout_noise", -0.1), ("samples_per_class", 1)])
 def test_notebook_06_bad_parameter_fails_before_any_run_naming_it(name, value):

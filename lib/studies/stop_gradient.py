@@ -24,7 +24,7 @@ TRAIN = train_collapse
 
 # Notebook parameters that are CollapseConfig fields, under the same names: None takes the profile's value,
 # else the field's default.
-FIELDS = ("num_classes", "dim", "samples_per_class", "gamma", "dt", "steps", "readout_noise", "input_dim",
+FIELDS = ("num_classes", "embed_dim", "samples_per_class", "gamma", "dt", "steps", "readout_noise", "input_dim",
           "input_noise", "head_init", "head_rate")
 # Study settings: what the plan varies or adds (r, seeds, the slow-head runs), and the fields of the student
 # and real-data runs that differ from the embedding runs' (their steps, their dataset and its subset).
@@ -33,14 +33,15 @@ SETTINGS = ("r_values", "seeds", "student_steps", "slow_head_rate", "real_datase
 # Each profile's fields and settings. The paper's own sizes are not public: ``paper`` is a larger setting of
 # ours [ours].
 PROFILES = {
-    "smoke": dict(num_classes=4, dim=8, samples_per_class=10, r_values=[0.0, 0.2], dt=0.1, steps=400, seeds=1,
+    "smoke": dict(num_classes=4, embed_dim=8, samples_per_class=10, r_values=[0.0, 0.2], dt=0.1, steps=400, seeds=1,
                   student_steps=300, input_dim=16, real_dataset="digits", real_train_subset=400),
-    "quick": dict(num_classes=10, dim=16, samples_per_class=20, r_values=[0.0, 0.05, 0.1, 0.2, 0.4], dt=0.1,
+    "quick": dict(num_classes=10, embed_dim=16, samples_per_class=20, r_values=[0.0, 0.05, 0.1, 0.2, 0.4], dt=0.1,
                   steps=3000, seeds=2, student_steps=2000, input_dim=32, real_dataset="digits", real_train_subset=0),
-    "cpu": dict(num_classes=10, dim=32, samples_per_class=40, r_values=[0.0, 0.05, 0.1, 0.2, 0.3, 0.4], dt=0.05,
+    "cpu": dict(num_classes=10, embed_dim=32, samples_per_class=40, r_values=[0.0, 0.05, 0.1, 0.2, 0.3, 0.4], dt=0.05,
                 steps=8000, seeds=5, student_steps=4000, input_dim=64, real_dataset="mnist", real_train_subset=5000),
-    "paper": dict(num_classes=100, dim=128, samples_per_class=20, r_values=[0.0, 0.05, 0.1, 0.2, 0.4, 0.6], dt=0.05,
-                  steps=12000, seeds=10, student_steps=12000, input_dim=256, real_dataset="mnist", real_train_subset=0),
+    "paper": dict(num_classes=100, embed_dim=128, samples_per_class=20, r_values=[0.0, 0.05, 0.1, 0.2, 0.4, 0.6],
+                  dt=0.05, steps=12000, seeds=10, student_steps=12000, input_dim=256, real_dataset="mnist",
+                  real_train_subset=0),
 }
 
 
