@@ -42,7 +42,7 @@ from typing import Callable
 import submitit
 
 from lib import PROJECT_ROOT, params
-from lib.notebook import check_names, load_datasets, notebook_defaults, open_store, relative, variant_of
+from lib.notebook import load_datasets, open_store, relative, resolve_command
 from lib.params import PROFILE_NAMES, ParameterError
 from lib.results import FINISHED_STATUSES, ResultsStore
 from lib.studies import STUDIES, Study, find_study
@@ -75,9 +75,6 @@ class Plan:
                 f"{len(self.configs) - len(self.missing)} recorded, {len(self.missing)} to run")
 
 
-RESERVED = ("profile", "data_root", "results_dir", "variant")  # notebook parameters with their own argument
-
-
 def make_plan(study: str | Study, *, profile: str = "quick", parameters: dict | None = None,
               data_root: str | None = None, results_dir: str = "results", variant: str | None = None) -> Plan:
     """Check a study's parameters as its notebook would and list its runs (no training happens here).
@@ -88,15 +85,8 @@ def make_plan(study: str | Study, *, profile: str = "quick", parameters: dict | 
     study = study if isinstance(study, Study) else find_study(study)
     if profile not in PROFILE_NAMES:
         raise ParameterError(f"profile={profile!r} is not allowed: one of {', '.join(PROFILE_NAMES)}")
-    parameters = dict(parameters or {})
-    reserved = sorted(set(RESERVED) & set(parameters))
-    if reserved:
-        raise ParameterError(f"parameter {reserved[0]} is set by its own argument ({', '.join(RESERVED)})")
-    check_names(study, parameters)
-    p = {**notebook_defaults(study), **parameters, "profile": profile, "data_root": data_root,
-         "results_dir": results_dir, "variant": variant}
-    settings = study.module.resolve(p)
-    variant, _ = variant_of(study, p, settings)
+    settings, variant = resolve_command(study, profile=profile, parameters=dict(parameters or {}),
+                                        data_root=data_root, results_dir=results_dir, variant=variant)
     if study.check_data is not None:
         study.check_data(settings, data_root)
     configs = study.module.plan(settings)

@@ -37,6 +37,7 @@ from lib.results import ResultsStore, config_json, variant_root
 from lib.studies import Study, find_study
 
 # Parameters that say where and how a run happens, not what it computes: they never make a variant.
+RESERVED = ("profile", "data_root", "results_dir", "variant")  # set by a command's own option, not by -p
 OPERATIONAL = ("data_root", "results_dir", "workers", "device", "force", "variant")
 VARIANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
 DERIVED_NAME_MAX = 80  # a longer derived name is cut and ends with a hash of the whole
@@ -123,6 +124,20 @@ def variant_of(study: Study, parameters: dict, settings: dict) -> tuple[str | No
                   and _key(parameters[k]) != _key(defaults[k])}
     named = {k: v for k, v in changes.items() if k in overridden} or changes
     return given or derive_name(named), changes
+
+
+def resolve_command(study: Study, *, profile: str, parameters: dict, data_root: str | None = None,
+                    results_dir: str = "results", variant: str | None = None) -> tuple[dict, str | None]:
+    """The settings and the variant of a command line (``lib.dispatch``, ``lib.run_all``): its ``-p``
+    ``parameters`` checked by name and value as the notebook would check them. No compute."""
+    reserved = sorted(set(RESERVED) & set(parameters))
+    if reserved:
+        raise params.ParameterError(f"parameter {reserved[0]} is set by its own option ({', '.join(RESERVED)})")
+    check_names(study, parameters)
+    p = {**notebook_defaults(study), **parameters, "profile": profile, "data_root": data_root,
+         "results_dir": results_dir, "variant": variant}
+    settings = study.module.resolve(p)
+    return settings, variant_of(study, p, settings)[0]
 
 
 def open_store(study: Study, settings: dict, configs: list, results_dir: str | Path,

@@ -30,8 +30,8 @@ import papermill
 from nbconvert import HTMLExporter
 
 from lib import PROJECT_ROOT
-from lib.dispatch import RESERVED, parse_value
-from lib.notebook import check_names, notebook_defaults, relative, variant_of
+from lib.dispatch import parse_value
+from lib.notebook import relative, resolve_command
 from lib.params import PROFILE_NAMES, ParameterError
 from lib.report import write_index
 from lib.results import variant_root
@@ -62,15 +62,11 @@ class Job:
 def plan_job(study: Study, *, profile: str, results_dir: str, parameters: dict, variant: str | None = None,
              data_root: str | None = None) -> Job:
     """Check the parameters as the notebook will (names, values) and decide canonical or variant. No compute."""
-    reserved = sorted(set(RESERVED) & set(parameters))
-    if reserved:
-        raise ParameterError(f"parameter {reserved[0]} is set by its own option ({', '.join(RESERVED)})")
-    check_names(study, parameters)
+    _, name = resolve_command(study, profile=profile, parameters=parameters, data_root=data_root,
+                              results_dir=results_dir, variant=variant)
     given = {**parameters, "profile": profile, "results_dir": results_dir,
              **({"variant": variant} if variant is not None else {}),
              **({"data_root": data_root} if data_root is not None else {})}
-    p = {**notebook_defaults(study), **given}
-    name, _ = variant_of(study, p, study.module.resolve(p))
     output_dir = variant_root(PROJECT_ROOT / results_dir, name) / "notebooks"
     return Job(NOTEBOOKS / f"{study.notebook}.ipynb", given, output_dir, name)
 

@@ -13,8 +13,9 @@ import pytest
 from lib import dispatch
 from lib.collapse_train import CollapseConfig
 from lib.config import as_dict
+from lib.notebook import notebook_defaults
 from lib.params import ParameterError
-from lib.studies import stop_gradient
+from lib.studies import find_study, stop_gradient
 from lib.sweep import run_sweep
 
 FAST = {"student_steps": 10}  # study 6 smoke, its real-data students shortened to 10 steps
@@ -32,7 +33,7 @@ def records(store) -> dict[str, dict]:
 
 def test_plan_is_what_the_notebook_would_run(tmp_path):
     p = plan(tmp_path)
-    defaults = dispatch.notebook_defaults(dispatch.find_study("06"))
+    defaults = notebook_defaults(find_study("06"))
     settings = stop_gradient.resolve({**defaults, **FAST, "profile": "smoke"})
     assert p.configs == stop_gradient.plan(settings)
     assert p.missing == p.configs and p.summary().endswith(f"{len(p.configs)} to run")
