@@ -59,7 +59,7 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, stack_module_state, vmap
 
-from lib.cff import CFFConfig, evaluate_run, new_model, split_indices, train_epochs
+from lib.cff import CFFConfig, evaluate_run, layer_losses, new_model, split_indices, train_epochs
 from lib.data import get_dataset
 from lib.losses import margin_schedule, margin_supcon
 from lib.models import CFFViT
@@ -205,16 +205,26 @@ def train_cff_seeds(configs: list[CFFConfig], *, data_root: str | None = None, d
     base, params = stack_seeds([new_model(ds, c, device) for c in configs])
     optimizer = torch.optim.AdamW(params.values(), lr=c0.lr, weight_decay=c0.weight_decay)
     margins = margin_schedule(c0.m0, c0.m_last, c0.layers)
+    loss_options = dict(margin_mode=c0.margin_mode, stabilizer=c0.stabilizer, temperature=c0.temperature)
+    best_states: list[dict | None] = [None] * S
 
     def step(views, labels):
         return batched_cff_step(base, params, optimizer, torch.stack(views), torch.stack(labels), margins,
-                                margin_mode=c0.margin_mode, stabilizer=c0.stabilizer, temperature=c0.temperature)
+                                **loss_options)
 
-    curves, densities, status = train_epochs(c0, ds, [train_idx for train_idx, _ in splits], gens, step,
-                                             device=device, progress=progress, desc=f"cff {S} seeds")
+    def validate(views, labels):  # one seed at a time: validation is a small part of an epoch
+        return torch.stack([layer_losses(unstack_seed(base, params, s), v, y, margins, **loss_options)
+                            for s, (v, y) in enumerate(zip(views, labels))])
+
+    def keep_best(s):
+        best_states[s] = {name: p[s].detach().clone() for name, p in params.items()}
+
+    history, status = train_epochs(c0, ds, splits, gens, step, validate, keep_best, device=device, progress=progress,
+                                   desc=f"cff {S} seeds")
     if status != "ok":
         return None
     train_s = (time.perf_counter() - t_start) / S
     return [evaluate_run(unstack_seed(base, params, s), ds, c, train_idx=train_idx, val_idx=val_idx, generator=g,
-                         status=status, curves=curves[s], densities=densities[s], margins=margins, train_s=train_s)
+                         status=status, history=history[s], best_state=best_states[s], margins=margins,
+                         train_s=train_s)
             for s, (c, g, (train_idx, val_idx)) in enumerate(zip(configs, gens, splits))]

@@ -30,7 +30,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from lib.augment import augment, simclr_views
-from lib.cff import CHUNK_TOKENS, CFFConfig, cff_probe, cff_step, new_model, train_cff
+from lib.cff import CHUNK_TOKENS, CFFConfig, cff_probe, cff_step, new_model, train_cff, two_views
 from lib.data import DatasetNotFoundError, get_dataset, load_dataset
 from lib.losses import margin_schedule
 from lib.optim import scaled_lr
@@ -88,8 +88,7 @@ def training_step(config: CFFConfig, ds, batch: int, *, chunk_tokens: int = CHUN
     labels = torch.cat([y, y])
 
     def views():
-        return torch.cat([augment(x, padding=config.padding, flip=config.flip, mean=ds.mean, std=ds.std,
-                                  generator=gen) for _ in range(2)])
+        return two_views(x, config, ds, gen)
 
     def step():
         cff_step(model, optimizer, views(), labels, margins, margin_mode=config.margin_mode,
@@ -169,8 +168,7 @@ def probe_share(data_root: str | None, *, steps: int) -> dict:
     order = torch.randperm(len(ds.y_train), generator=gen)
     n_val = round(config.val_fraction * len(order))
     t0 = time.perf_counter()
-    cff_probe(model, ds, train_idx=order[n_val:], val_idx=order[:n_val], epochs=config.probe_epochs,
-              lr=config.probe_lr, batch_size=config.probe_batch_size, generator=gen)
+    cff_probe(model, ds, config, train_idx=order[n_val:], val_idx=order[:n_val], generator=gen)
     probe_s = time.perf_counter() - t0
     return dict(train_s_estimated=train_s, probe_s=probe_s, probe_share=probe_s / (train_s + probe_s))
 

@@ -4,6 +4,17 @@
 in, a metrics dict comes out. The epoch loop (:func:`train_epochs`) runs S seeds at once, so that
 ``lib.batched.train_cff_seeds`` shares it with S = 1 here; only the step differs.
 
+Settings with a named alternative (CFF's code first, our earlier choice second):
+- ``init``: "cff" | "trunc_normal" (``lib.models``).
+- ``normalization``: "fixed" -- the dataset's constants (``lib.data.DATASETS``; CFF's for CIFAR) -- or
+  "subset", the loaded training images' own statistics.
+- ``eval_protocol``: "cff" -- as CFF's main_CFF.py: after every epoch the stage-1 loss of each layer is
+  scored on two augmented views of the held-out split, the encoder of the epoch with the lowest
+  last-layer validation loss is the one probed, and the probe trains on one augmented view of each
+  image per epoch and keeps the epoch with the lowest validation loss (on augmented views as well) --
+  or "clean": the final encoder, the probe on fixed features of unaugmented images. Both selection
+  steps of "cff" add per-seed noise; the validation loss is recorded under either protocol.
+
 Decisions where the sources are silent [ours]:
 - Each layer has its own AdamW in CFF's code. AdamW acts element-wise (no global clipping), so one
   AdamW over all parameters takes exactly the same steps. Every layer's input is detached, so its
@@ -13,6 +24,8 @@ Decisions where the sources are silent [ours]:
   training and the probe's training; the probe keeps the epoch with the lowest loss on it.
 - The last, smaller batch of an epoch is kept (every image is seen once per epoch).
 - A non-finite loss stops the run: it is recorded with status "diverged" and NaN accuracy.
+- Validation views are drawn from a generator of their own (seeded from the run's seed), so that
+  scoring the validation loss leaves training's random numbers as they were.
 
 Speed measurements and the alternatives tried are in docs/notes/cff.md.
 """
@@ -20,6 +33,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import time
 from typing import Callable
 
@@ -34,7 +48,12 @@ from lib.config import Config
 from lib.data import DATASETS, ImageDataset, data_shape, get_dataset
 from lib.diagnostics import clamp_activation_rate, positive_pair_density
 from lib.losses import MARGIN_MODES, STABILIZERS, margin_schedule, margin_supcon
-from lib.models import CFFViT
+from lib.models import INITS, CFFViT
+
+NORMALIZATIONS = ("fixed", "subset")
+EVAL_PROTOCOLS = ("cff", "clean")
+# The settings of records made before these fields existed (CFFConfig.from_legacy).
+LEGACY_SETTINGS = {"init": "trunc_normal", "normalization": "subset", "eval_protocol": "clean"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +80,9 @@ class CFFConfig(Config):
     padding: int | None = None        # crop padding; None: the dataset's registry entry [code]/[ours]
     flip: bool | None = None          # horizontal flips; None: the dataset's registry entry [code]/[ours]
     aug_level: int = 0                # extra augmentation before the crop/flip (lib.augment.distort): 0 .. 4 [ours]
+    init: str = "cff"                 # cff: position std 1, attention as nn.MultiheadAttention [code] | trunc_normal
+    normalization: str = "fixed"      # fixed: the dataset's constants, CFF's for CIFAR [code] | subset: its own stats
+    eval_protocol: str = "cff"        # cff: best-validation encoder, probe on augmented views [code] | clean
     val_fraction: float = 0.1         # held out from training and from the probe's training [ours]
     probe_epochs: int = 50            # [code]
     probe_lr: float = 5e-4            # (no source recorded)
@@ -74,6 +96,9 @@ class CFFConfig(Config):
         params.choice("dataset", self.dataset, DATASETS)
         params.choice("margin_mode", self.margin_mode, MARGIN_MODES)
         params.choice("stabilizer", self.stabilizer, STABILIZERS)
+        params.choice("init", self.init, INITS)
+        params.choice("normalization", self.normalization, NORMALIZATIONS)
+        params.choice("eval_protocol", self.eval_protocol, EVAL_PROTOCOLS)
         for name in ("m0", "m_last"):
             params.number(name, getattr(self, name), 0.0, 2.0)
         for name in ("temperature", "lr", "probe_lr"):
@@ -99,11 +124,13 @@ class CFFConfig(Config):
 
     @classmethod
     def from_legacy(cls, values: dict) -> "CFFConfig":
-        """A record's config of schema 1 (``width`` for E; ``aug_level`` absent at 0), or of today's form."""
+        """A record's config of schema 1 (``width`` for E; ``aug_level`` absent at 0), one made before
+        ``init``/``normalization``/``eval_protocol`` existed (their settings then: ``LEGACY_SETTINGS``),
+        or one of today's form."""
         values = dict(values)
         if "width" in values:
             values["embed_dim"] = values.pop("width")
-        return cls.from_dict(values)
+        return cls.from_dict({**LEGACY_SETTINGS, **values})
 
 
 # Images per chunk are chosen so one chunk's activations (tokens x E floats) stay in cache: the
@@ -166,15 +193,48 @@ def new_model(ds: ImageDataset, c: CFFConfig, device: str | torch.device = "cpu"
     """The run's freshly initialised model (initialisation drawn from the global seed ``c.seed``)."""
     torch.manual_seed(c.seed)
     return CFFViT(channels=ds.channels, image_size=ds.image_size, patch=c.patch, embed_dim=c.embed_dim,
-                  heads=c.heads, layers=c.layers).to(device)
+                  heads=c.heads, layers=c.layers, init=c.init).to(device)
+
+
+def input_normalization(ds: ImageDataset, c: CFFConfig) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The per-channel (mean, std) the run's inputs are normalised with (``c.normalization``)."""
+    info = DATASETS[ds.name]
+    if c.normalization == "subset" or info.norm_mean is None:
+        return ds.mean, ds.std
+    mean, std = info.norm_mean, info.norm_std
+    if len(mean) == ds.channels:
+        return mean, std
+    if len(mean) == 1:  # a grey dataset loaded with its channel repeated
+        return mean * ds.channels, std * ds.channels
+    raise ValueError(f"{ds.name}'s fixed normalisation has {len(mean)} channels, the loaded images {ds.channels}")
+
+
+def augmented_view(x: torch.Tensor, c: CFFConfig, ds: ImageDataset, generator: torch.Generator) -> torch.Tensor:
+    """One view of the uint8 batch ``x`` under the training transform, normalised."""
+    mean, std = input_normalization(ds, c)
+    # aug_level 0 draws no random numbers, so a run at level 0 is the run without the knob
+    return augment(distort(x, c.aug_level, generator), padding=c.padding, flip=c.flip, mean=mean, std=std,
+                   generator=generator)
 
 
 def two_views(x: torch.Tensor, c: CFFConfig, ds: ImageDataset, generator: torch.Generator) -> torch.Tensor:
     """Two independently augmented views of the uint8 batch ``x``, stacked as ``[view1; view2]``."""
-    # aug_level 0 draws no random numbers, so a run at level 0 is the run without the knob
-    return torch.cat([augment(distort(x, c.aug_level, generator), padding=c.padding, flip=c.flip, mean=ds.mean,
-                              std=ds.std, generator=generator)
-                      for _ in range(2)])
+    return torch.cat([augmented_view(x, c, ds, generator) for _ in range(2)])
+
+
+def validation_generator(seed: int) -> torch.Generator:
+    """The generator of run ``seed``'s validation views: its own stream, so validation changes no training draw."""
+    return torch.Generator().manual_seed(2**32 + seed)
+
+
+@torch.no_grad()
+def layer_losses(model: CFFViT, views: torch.Tensor, labels: torch.Tensor, margins: list[float], *,
+                 margin_mode: str, stabilizer: str, temperature: float) -> torch.Tensor:
+    """Each layer's stage-1 loss on ``[view1; view2]`` without training: float64 ``[L]`` on the CPU."""
+    feats = [torch.cat(parts) for parts in zip(*(
+        [h.mean(dim=1) for h in model(part)] for part in views.split(max(1, CHUNK_TOKENS // model.tokens))))]
+    return torch.stack([margin_supcon(f, labels, m, mode=margin_mode, stabilizer=stabilizer, temperature=temperature)
+                        for f, m in zip(feats, margins)]).double().cpu()
 
 
 CURVES = ("loss", "car", "grad_norm")  # per epoch and layer; cff_step returns them in this order
@@ -182,73 +242,117 @@ NO_PROBE = {"top1": float("nan"), "top5": float("nan"), "probe_val_loss": float(
 
 # step(views, labels) -> float64 [S, 3, L] (CURVES per seed and layer), or None when a loss is not finite
 Step = Callable[[list[torch.Tensor], list[torch.Tensor]], "torch.Tensor | None"]
+# validate(views, labels) -> float64 [S, L]: each seed's layer losses on its validation batch, nothing updated
+Validate = Callable[[list[torch.Tensor], list[torch.Tensor]], torch.Tensor]
 
 
-def train_epochs(c: CFFConfig, ds: ImageDataset, train_indices: list[torch.Tensor],
-                 generators: list[torch.Generator], step: Step, *, device: str | torch.device,
-                 progress: bool | None, desc: str) -> tuple[list[dict], list[list[float]], str]:
+@dataclasses.dataclass
+class SeedHistory:
+    """What the epoch loop gives back per seed: per epoch and layer the mean over the epoch's steps of
+    each of CURVES, and ``val_loss``, the stage-1 loss on the validation split; each step's positive-pair
+    density; and ``best_epoch``, the (0-based) epoch with the lowest last-layer validation loss."""
+
+    curves: dict
+    densities: list[float]
+    best_epoch: int = -1
+
+
+def train_epochs(c: CFFConfig, ds: ImageDataset, splits: list[tuple[torch.Tensor, torch.Tensor]],
+                 generators: list[torch.Generator], step: Step, validate: Validate,
+                 keep_best: Callable[[int], None], *, device: str | torch.device, progress: bool | None,
+                 desc: str) -> tuple[list[SeedHistory], str]:
     """The CFF epoch loop for S seeds of one config (S = 1 for :func:`train_cff`).
 
-    Seed s draws its epoch order and its augmentation from ``generators[s]``, in the order a
-    single run draws them, so a seed's batches are the same whether it trains alone or stacked.
-    ``step`` gets the per-seed views ``[view1; view2]`` and labels. Returns per seed the curves (per
-    epoch and layer, the mean over the epoch's steps) and each step's positive-pair density, and
-    the status: "diverged" when a step returned None (the epoch's finished steps are kept).
+    Seed s trains on ``splits[s][0]`` and draws its epoch order and augmentation from ``generators[s]``,
+    in the order a single run draws them, so a seed's batches are the same whether it trains alone or
+    stacked. ``step`` gets the per-seed views ``[view1; view2]`` and labels. After every epoch each
+    seed's validation split ``splits[s][1]`` is scored by ``validate`` on two views drawn from the seed's
+    :func:`validation_generator`, averaged over images; ``keep_best(s)`` is called whenever seed s's
+    last-layer validation loss is the lowest so far, so the caller can keep that encoder. Returns each
+    seed's :class:`SeedHistory` and the status: "diverged" when a step returned None (the epoch's
+    finished steps are kept, the epoch is not validated).
     """
     x_all, y_all = ds.x_train.to(device), ds.y_train.to(device)
-    curves = [{key: [] for key in CURVES} for _ in train_indices]
-    densities: list[list[float]] = [[] for _ in train_indices]
-    status, n, bs = "ok", len(train_indices[0]), c.batch_size
+    history = [SeedHistory({key: [] for key in (*CURVES, "val_loss")}, []) for _ in splits]
+    val_generators = [validation_generator(g.initial_seed()) for g in generators]  # the seed g was made with
+    best = [math.inf] * len(splits)
+    status, n, n_val, bs = "ok", len(splits[0][0]), len(splits[0][1]), c.batch_size
+
+    def batches(indices, gens, size):
+        orders = [idx[torch.randperm(size, generator=g)].to(device) for idx, g in zip(indices, gens)]
+        for start in range(0, size, bs):
+            chosen = [order[start:start + bs] for order in orders]
+            yield ([two_views(x_all[i], c, ds, g) for i, g in zip(chosen, gens)],
+                   [torch.cat([y_all[i]] * 2) for i in chosen])
+
     bar = tqdm(total=c.epochs, desc=desc, disable=None if progress is None else not progress, leave=False)
-    for _ in range(c.epochs):
+    for epoch in range(c.epochs):
         sums, steps = 0, 0
-        orders = [idx[torch.randperm(n, generator=g)].to(device) for idx, g in zip(train_indices, generators)]
-        for start in range(0, n, bs):
-            batches = [order[start:start + bs] for order in orders]
-            views = [two_views(x_all[i], c, ds, g) for i, g in zip(batches, generators)]
-            labels = [torch.cat([y_all[i]] * 2) for i in batches]
+        for views, labels in batches([train for train, _ in splits], generators, n):
             stats = step(views, labels)
             if stats is None:
                 status = "diverged"
                 break
             sums, steps = sums + stats, steps + 1
-            for seed_densities, seed_labels in zip(densities, labels):
-                seed_densities.append(positive_pair_density(seed_labels))
+            for seed_history, seed_labels in zip(history, labels):
+                seed_history.densities.append(positive_pair_density(seed_labels))
         if steps:
-            for seed_curves, rows in zip(curves, (sums / steps).tolist()):
+            for seed_history, rows in zip(history, (sums / steps).tolist()):
                 for key, row in zip(CURVES, rows):
-                    seed_curves[key].append(row)
+                    seed_history.curves[key].append(row)
         bar.update()
         if status == "diverged":
             break
+        val_sums = 0  # weighted by the images in each batch, as CFF's code averages it
+        for views, labels in batches([val for _, val in splits], val_generators, n_val):
+            val_sums = val_sums + validate(views, labels) * (len(labels[0]) // 2)
+        for s, (seed_history, row) in enumerate(zip(history, (val_sums / n_val).tolist())):
+            seed_history.curves["val_loss"].append(row)
+            if row[-1] < best[s]:
+                best[s], seed_history.best_epoch = row[-1], epoch
+                keep_best(s)
     bar.close()
-    return curves, densities, status
+    return history, status
 
 
 def evaluate_run(model: CFFViT, ds: ImageDataset, c: CFFConfig, *, train_idx: torch.Tensor, val_idx: torch.Tensor,
-                 generator: torch.Generator, status: str, curves: dict, densities: list[float],
+                 generator: torch.Generator, status: str, history: SeedHistory, best_state: dict | None,
                  margins: list[float], train_s: float) -> dict:
-    """The metrics dict of one trained seed: its probe (when it did not diverge), curves and summaries."""
+    """The metrics dict of one trained seed: its probe (when it did not diverge), curves and summaries.
+
+    Under ``eval_protocol="cff"`` the encoder probed is ``best_state`` (the epoch with the lowest
+    last-layer validation loss), else the final ``model``.
+    """
     t_eval = time.perf_counter()
+    curves = history.curves
+    selected_epoch = len(curves["loss"])
+    if c.eval_protocol == "cff" and best_state is not None:
+        model.load_state_dict(best_state)
+        selected_epoch = history.best_epoch + 1
     probe = NO_PROBE
     if status == "ok":
-        probe = cff_probe(model, ds, train_idx=train_idx, val_idx=val_idx, epochs=c.probe_epochs, lr=c.probe_lr,
-                          batch_size=c.probe_batch_size, generator=generator)
+        probe = cff_probe(model, ds, c, train_idx=train_idx, val_idx=val_idx, generator=generator)
 
     def layer_mean(key, layer):
         values = [epoch_row[layer] for epoch_row in curves[key]]
         return sum(values) / len(values) if values else float("nan")
 
+    def final(key, layer):
+        return curves[key][-1][layer] if curves[key] else float("nan")
+
+    densities = history.densities
     return {
         "status": status,
         **probe,
         "epochs_completed": len(curves["loss"]),
+        "selected_epoch": selected_epoch,
         "train_images": int(len(train_idx)),
         "positive_pair_density": sum(densities) / len(densities) if densities else float("nan"),
         "car_layer0": layer_mean("car", 0),
-        "car_layer0_final": curves["car"][-1][0] if curves["car"] else float("nan"),
+        "car_layer0_final": final("car", 0),
         "grad_norm_layer0": layer_mean("grad_norm", 0),
-        "loss_last_layer_final": curves["loss"][-1][-1] if curves["loss"] else float("nan"),
+        "grad_norm_layer0_final": final("grad_norm", 0),
+        "loss_last_layer_final": final("loss", -1),
         "margins": margins,
         "curves": curves,
         "train_s": train_s,
@@ -261,10 +365,12 @@ def train_cff(config: CFFConfig, *, data_root: str | None = None, device: str = 
     """Train a CFF ViT layer by layer, then probe it; return metrics and per-epoch curves.
 
     Metrics: ``status`` ("ok" or "diverged"), ``top1``/``top5`` test accuracy of the probe,
-    ``probe_val_loss``, and per epoch and layer ``loss``, ``car`` (clamp activation rate) and
-    ``grad_norm`` (L2 norm of the layer's loss gradient w.r.t. its own parameters), averaged over
-    the epoch's steps. ``progress=None`` shows a bar only on a terminal (quiet under papermill).
-    ``device`` is where the model and batches live (random numbers are drawn on the CPU either way).
+    ``probe_val_loss``, ``selected_epoch`` (the encoder probed, see ``eval_protocol``), and per epoch
+    and layer ``loss``, ``car`` (clamp activation rate) and ``grad_norm`` (L2 norm of the layer's loss
+    gradient w.r.t. its own parameters), averaged over the epoch's steps, and ``val_loss`` (the layer's
+    loss on the validation split after the epoch). ``progress=None`` shows a bar only on a terminal
+    (quiet under papermill). ``device`` is where the model and batches live (random numbers are drawn on
+    the CPU either way).
     """
     c = config
     if c.threads:
@@ -276,26 +382,32 @@ def train_cff(config: CFFConfig, *, data_root: str | None = None, device: str = 
     model = new_model(ds, c, device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=c.lr, weight_decay=c.weight_decay)
     margins = margin_schedule(c.m0, c.m_last, c.layers)
+    loss_options = dict(margin_mode=c.margin_mode, stabilizer=c.stabilizer, temperature=c.temperature)
+    best: dict = {}
 
     def step(views, labels):
-        stats = cff_step(model, optimizer, views[0], labels[0], margins, margin_mode=c.margin_mode,
-                         stabilizer=c.stabilizer, temperature=c.temperature)
+        stats = cff_step(model, optimizer, views[0], labels[0], margins, **loss_options)
         return None if stats is None else stats[None]
 
-    [curves], [densities], status = train_epochs(c, ds, [train_idx], [gen], step, device=device, progress=progress,
-                                                 desc=f"cff seed {c.seed}")
+    def validate(views, labels):
+        return layer_losses(model, views[0], labels[0], margins, **loss_options)[None]
+
+    def keep_best(_seed):
+        best["state"] = copy.deepcopy(model.state_dict())
+
+    [history], status = train_epochs(c, ds, [(train_idx, val_idx)], [gen], step, validate, keep_best, device=device,
+                                     progress=progress, desc=f"cff seed {c.seed}")
     return evaluate_run(model, ds, c, train_idx=train_idx, val_idx=val_idx, generator=gen, status=status,
-                        curves=curves, densities=densities, margins=margins, train_s=time.perf_counter() - t_start)
+                        history=history, best_state=best.get("state"), margins=margins,
+                        train_s=time.perf_counter() - t_start)
 
 
-def _features(model: CFFViT, images: torch.Tensor, mean, std) -> torch.Tensor:
-    batch_size = max(1, CHUNK_TOKENS // model.tokens)  # cache-sized batches, as in training
+def _features(model: CFFViT, images: torch.Tensor) -> torch.Tensor:
+    """Mean-pooled last-layer features of normalised float images, in cache-sized batches as in training."""
+    batch_size = max(1, CHUNK_TOKENS // model.tokens)
     device = next(model.parameters()).device
-    model.eval()
-    feats = torch.cat([model.features(normalize(images[i:i + batch_size].to(device), mean, std)).cpu()
-                       for i in range(0, len(images), batch_size)])
-    model.train()
-    return feats
+    return torch.cat([model.features(images[i:i + batch_size].to(device)).cpu()
+                      for i in range(0, len(images), batch_size)])
 
 
 class ProbeHead(nn.Module):
@@ -311,40 +423,59 @@ class ProbeHead(nn.Module):
         return self.linear(torch.addcmul(self.shift, standardised, self.scale))
 
 
-def cff_probe(model: CFFViT, ds: ImageDataset, *, train_idx, val_idx, epochs: int, lr: float, batch_size: int,
-                 generator: torch.Generator) -> dict:
-    """LayerNorm(E) + Linear(E -> classes) on frozen mean-pooled features of unaugmented images.
+def cff_probe(model: CFFViT, ds: ImageDataset, c: CFFConfig, *, train_idx: torch.Tensor, val_idx: torch.Tensor,
+              generator: torch.Generator) -> dict:
+    """LayerNorm(E) + Linear(E -> classes) on the frozen encoder's mean-pooled last-layer features.
 
-    Features are computed once. LayerNorm is a parameter-free standardisation of each row followed
-    by a learned scale and shift, so the standardisation is applied once to the frozen features and
-    only the scale, shift and linear layer train (the same function and gradients, without
-    re-normalising every batch). The probe trains with AdamW and keeps the epoch with the lowest
-    validation loss. Returns top-1 and top-5 test accuracy (top-5 is NaN below 5 classes).
+    ``c.eval_protocol`` says what the probe sees: "cff" -- every epoch, one fresh view of each training
+    and validation image under the training transform (:func:`augmented_view`), as CFF's code trains it
+    on the first augmented view; "clean" -- fixed features of the unaugmented images, computed once.
+    LayerNorm is a parameter-free standardisation of each row followed by a learned scale and shift, so
+    the standardisation is applied to the frozen features and only the scale, shift and linear layer
+    train (the same function and gradients). The probe trains with AdamW (``c.probe_lr``, batches of
+    ``c.probe_batch_size``, ``c.probe_epochs`` epochs) and keeps the epoch with the lowest validation
+    loss. Returns top-1 and top-5 accuracy on the unaugmented test images (top-5 NaN below 5 classes).
     """
-    dim = model.embed_dim
-    f_all = F.layer_norm(_features(model, ds.x_train, ds.mean, ds.std), (dim,))
-    f_train, y_train = f_all[train_idx], ds.y_train[train_idx]
-    f_val, y_val = f_all[val_idx], ds.y_train[val_idx]
-    f_test, y_test = F.layer_norm(_features(model, ds.x_test, ds.mean, ds.std), (dim,)), ds.y_test
+    dim, device = model.embed_dim, next(model.parameters()).device
+    mean, std = input_normalization(ds, c)
+    model.eval()
+
+    def standardised(images: torch.Tensor) -> torch.Tensor:
+        return F.layer_norm(_features(model, images), (dim,))
+
+    def unaugmented(x: torch.Tensor) -> torch.Tensor:  # normalised in parts: a float copy of a whole split is large
+        return torch.cat([standardised(normalize(part.to(device), mean, std)) for part in x.split(4096)])
+
+    if c.eval_protocol == "clean":
+        f_all = unaugmented(ds.x_train)
+
+        def features(indices: torch.Tensor) -> torch.Tensor:
+            return f_all[indices]
+    else:
+        def features(indices: torch.Tensor) -> torch.Tensor:
+            return standardised(augmented_view(ds.x_train[indices].to(device), c, ds, generator))
 
     head = ProbeHead(dim, ds.num_classes)
-    optimizer = torch.optim.AdamW(head.parameters(), lr=lr, fused=True)  # one kernel for all parameters
+    optimizer = torch.optim.AdamW(head.parameters(), lr=c.probe_lr, fused=True)  # one kernel for all parameters
     best_loss, best_state, best_epoch = float("inf"), copy.deepcopy(head.state_dict()), -1
-    for epoch in range(epochs):
-        perm = torch.randperm(len(y_train), generator=generator)
-        f_epoch, y_epoch = f_train[perm], y_train[perm]  # one gather per epoch; batches are then views
-        for start in range(0, len(perm), batch_size):
-            loss = F.cross_entropy(head(f_epoch[start:start + batch_size]), y_epoch[start:start + batch_size])
+    y_val = ds.y_train[val_idx]
+    for epoch in range(c.probe_epochs):
+        order = train_idx[torch.randperm(len(train_idx), generator=generator)]
+        for start in range(0, len(order), c.probe_batch_size):
+            batch = order[start:start + c.probe_batch_size]
+            loss = F.cross_entropy(head(features(batch)), ds.y_train[batch])
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
         with torch.no_grad():
-            val_loss = F.cross_entropy(head(f_val), y_val).item()
+            val_loss = F.cross_entropy(head(features(val_idx)), y_val).item()
         if val_loss < best_loss:
             best_loss, best_state, best_epoch = val_loss, copy.deepcopy(head.state_dict()), epoch
     head.load_state_dict(best_state)
     with torch.no_grad():
-        logits = head(f_test)
+        logits = head(unaugmented(ds.x_test))
+    model.train()
+    y_test = ds.y_test
     top1 = (logits.argmax(1) == y_test).float().mean().item()
     if ds.num_classes >= 5:
         top5 = (logits.topk(5, dim=1).indices == y_test[:, None]).any(1).float().mean().item()

@@ -48,6 +48,9 @@ class DatasetInfo:
     only a generator honours (the others are resized afterwards). ``options`` are the extra
     ``load_dataset`` options the dataset takes, with their defaults. ``crop_padding`` and ``flip`` are
     CFF's training augmentation of the dataset (no flips for digits: a mirrored digit is another sign).
+    ``norm_mean``/``norm_std`` are fixed per-channel input constants in [0, 1] units (CFF normalises
+    CIFAR-10 and CIFAR-100 with CIFAR-10's); None for a dataset whose loaded data is the whole dataset
+    (generated or embedded), whose own statistics are then its constants.
     """
 
     load: Callable[..., tuple]
@@ -58,6 +61,13 @@ class DatasetInfo:
     crop_padding: int
     flip: bool
     options: dict = field(default_factory=dict)
+    norm_mean: tuple[float, ...] | None = None
+    norm_std: tuple[float, ...] | None = None
+
+
+# CFF's constants for both CIFARs (utils.py, set_loaders) [code]; the other real datasets: the usual
+# constants of their full training sets [ours].
+_CIFAR_NORM = dict(norm_mean=(0.4914, 0.4822, 0.4465), norm_std=(0.2023, 0.1994, 0.2010))
 
 
 def _real(torchvision_name: str) -> Callable[..., tuple]:
@@ -77,12 +87,16 @@ def _shapes(name, *, data_root, download, cache_dir, image_size, **options):
 
 # The registry: a new dataset is one entry here. Crop padding and flips: [code] from CFF's code, [ours] elsewhere.
 DATASETS: dict[str, DatasetInfo] = {
-    "cifar10": DatasetInfo(_real("CIFAR10"), 32, 3, 10, "CIFAR-10", crop_padding=12, flip=True),  # [code]
-    "cifar100": DatasetInfo(_real("CIFAR100"), 32, 3, 100, "CIFAR-100", crop_padding=4, flip=True),  # [code]
-    "svhn": DatasetInfo(_real("SVHN"), 32, 3, 10, "SVHN", crop_padding=4, flip=False),  # [ours]
+    "cifar10": DatasetInfo(_real("CIFAR10"), 32, 3, 10, "CIFAR-10", crop_padding=12, flip=True,
+                           **_CIFAR_NORM),  # [code]
+    "cifar100": DatasetInfo(_real("CIFAR100"), 32, 3, 100, "CIFAR-100", crop_padding=4, flip=True,
+                            **_CIFAR_NORM),  # [code]
+    "svhn": DatasetInfo(_real("SVHN"), 32, 3, 10, "SVHN", crop_padding=4, flip=False,
+                        norm_mean=(0.4377, 0.4438, 0.4728), norm_std=(0.1980, 0.2010, 0.1970)),  # [ours]
     "fashion_mnist": DatasetInfo(_real("FashionMNIST"), 28, 1, 10, "Fashion-MNIST", crop_padding=4,
-                                 flip=False),  # [ours]
-    "mnist": DatasetInfo(_real("MNIST"), 28, 1, 10, "MNIST", crop_padding=4, flip=False),  # [ours]
+                                 flip=False, norm_mean=(0.2860,), norm_std=(0.3530,)),  # [ours]
+    "mnist": DatasetInfo(_real("MNIST"), 28, 1, 10, "MNIST", crop_padding=4, flip=False,
+                         norm_mean=(0.1307,), norm_std=(0.3081,)),  # [ours]
     # [ours] 8x8 images: one pixel is already a 12% shift
     "digits": DatasetInfo(_digits, 8, 1, 10, "digits (scikit-learn)", crop_padding=1, flip=False),
     # [ours] procedural 16x16 images

@@ -1,15 +1,27 @@
-"""The CFF vision transformer: a stack of separately trainable layers (STUDIES.md, CFF model)."""
+"""The CFF vision transformer: a stack of separately trainable layers (STUDIES.md, CFF model).
+
+Two initialisations, by name (``INITS``):
+- ``"cff"`` -- CFF's code (models/vit.py): positional embedding ``torch.randn`` (std 1); attention is
+  ``nn.MultiheadAttention``, which draws its fused in-projection Xavier-uniform and zeroes the in- and
+  out-projection biases. Every other layer keeps PyTorch's default init, as there.
+- ``"trunc_normal"`` -- [ours] before issue 16, the usual ViT choice: position trunc-normal std 0.02,
+  default ``nn.Linear`` init of the attention projections.
+Our attention computes the same function as ``nn.MultiheadAttention`` (one fused q/k/v projection, the
+fused SDPA kernel, an output projection), so only the initial values differ between the two.
+"""
 from __future__ import annotations
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+INITS = ("cff", "trunc_normal")
+
 
 class EncoderBlock(nn.Module):
     """Pre-LN transformer block: x + MHA(LN x), then x + MLP(LN x); MLP E -> 2E -> E, GELU."""
 
-    def __init__(self, dim: int, heads: int):
+    def __init__(self, dim: int, heads: int, init: str = "cff"):
         super().__init__()
         if dim % heads:
             raise ValueError(f"embed_dim={dim} must be divisible by heads={heads}")
@@ -19,6 +31,10 @@ class EncoderBlock(nn.Module):
         self.proj = nn.Linear(dim, dim)
         self.norm2 = nn.LayerNorm(dim)
         self.mlp = nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(), nn.Linear(2 * dim, dim))
+        if init == "cff":  # as nn.MultiheadAttention._reset_parameters: the [3E, E] in-projection as one matrix
+            nn.init.xavier_uniform_(self.qkv.weight)
+            nn.init.zeros_(self.qkv.bias)
+            nn.init.zeros_(self.proj.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, e = x.shape
@@ -34,14 +50,17 @@ class EncoderBlock(nn.Module):
 class PatchEmbedding(nn.Module):
     """Non-overlapping p x p patches -> Linear(C p^2 -> E) -> ReLU -> + learned position (no CLS)."""
 
-    def __init__(self, channels: int, image_size: int, patch: int, dim: int):
+    def __init__(self, channels: int, image_size: int, patch: int, dim: int, init: str = "cff"):
         super().__init__()
         if image_size % patch:
             raise ValueError(f"patch={patch} must divide the image size {image_size}")
         self.patch = patch
         self.linear = nn.Linear(channels * patch * patch, dim)
         self.position = nn.Parameter(torch.zeros(1, (image_size // patch) ** 2, dim))
-        nn.init.trunc_normal_(self.position, std=0.02)
+        if init == "cff":
+            nn.init.normal_(self.position, std=1.0)
+        else:
+            nn.init.trunc_normal_(self.position, std=0.02)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         p = self.patch
@@ -57,12 +76,15 @@ class CFFViT(nn.Module):
     """
 
     def __init__(self, *, channels: int, image_size: int, patch: int = 4, embed_dim: int = 128,
-                 heads: int = 4, layers: int = 8):
+                 heads: int = 4, layers: int = 8, init: str = "cff"):
         super().__init__()
         if layers < 1:
             raise ValueError(f"layers={layers} must be >= 1")
-        first = nn.Sequential(PatchEmbedding(channels, image_size, patch, embed_dim), EncoderBlock(embed_dim, heads))
-        self.layers = nn.ModuleList([first] + [EncoderBlock(embed_dim, heads) for _ in range(layers - 1)])
+        if init not in INITS:
+            raise ValueError(f"init={init!r} is not known; choose one of {', '.join(INITS)}")
+        first = nn.Sequential(PatchEmbedding(channels, image_size, patch, embed_dim, init),
+                              EncoderBlock(embed_dim, heads, init))
+        self.layers = nn.ModuleList([first] + [EncoderBlock(embed_dim, heads, init) for _ in range(layers - 1)])
         self.embed_dim = embed_dim
         self.tokens = (image_size // patch) ** 2  # tokens per image after the patch embedding
 

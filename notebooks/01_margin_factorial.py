@@ -44,6 +44,8 @@ m0: Optional[float] = None  # layer-0 margin (CFFConfig: 0.4 [code])
 m_last: Optional[float] = None  # last-layer margin; linear in between (CFFConfig: 0.1 [code])
 dose_m0: float = 0.2  # layer-0 margin of the dose-response probe [summary]
 dose_seeds: Optional[int] = None  # clamp seeds at dose_m0 (0 skips the probe)
+trajectory_seeds: Optional[int] = None  # seeds per arm of the layer-0 trajectory runs (0 skips them)
+trajectory_epochs: Optional[int] = None  # epochs of the layer-0 trajectory runs (layer 0 alone)
 temperature: Optional[float] = None  # contrastive temperature (CFFConfig: 0.15 [code])
 lr: Optional[float] = None  # AdamW learning rate of every layer (CFFConfig: 0.004 [code])
 layers: Optional[int] = None  # encoder layers (paper: 8)
@@ -54,6 +56,9 @@ epochs: Optional[int] = None  # contrastive epochs (CFF default 600; MARGIN's co
 batch_size: Optional[int] = None  # images per batch, two views each (paper: 512)
 train_subset: Optional[int] = None  # use this many training images (0: all)
 probe_epochs: Optional[int] = None  # linear-probe epochs [code: 50]
+init: Optional[str] = None  # cff: CFF's initialisation [code] | trunc_normal: position std 0.02 [ours]
+normalization: Optional[str] = None  # fixed: the dataset's constants, CFF's for CIFAR [code] | subset: its own
+eval_protocol: Optional[str] = None  # cff: best-validation encoder, probe on augmented views [code] | clean
 workers: Optional[int] = None  # runs in parallel processes; the cores are divided among them
 device: str = "auto"  # auto | cpu | cuda: on a GPU the seeds of a cell train as one batched model
 results_dir: str = "results"  # records and tables go here (relative to the project root)
@@ -94,7 +99,8 @@ curves = study.curves_frame(records)
 # %%
 out = study.analyze(runs, settings)
 display(out["cells"])
-main_runs = runs[(runs.status == "ok") & (runs.m0 == settings["m0"])].assign(top1_pct=lambda d: 100 * d.top1)
+main_runs = runs[(runs.status == "ok") & (runs.m0 == settings["m0"]) & (runs.layers == settings["layers"])]
+main_runs = main_runs.assign(top1_pct=lambda d: 100 * d.top1)
 fig, ax = plt.subplots(figsize=(6, 4))
 sns.pointplot(data=main_runs, x="margin_mode", y="top1_pct", hue="stabilizer", dodge=0.3, linestyle="none",
               errorbar=("ci", 95), capsize=0.1, ax=ax, legend=False)
@@ -139,7 +145,7 @@ if "pooled" in out:
 
 # %%
 for metric, label in [("car", "clamp activation rate"), ("grad_norm", "gradient norm of the layer loss")]:
-    data = curves[(curves.metric == metric) & (curves.m0 == settings["m0"])]
+    data = curves[(curves.metric == metric) & (curves.m0 == settings["m0"]) & (curves.layers == settings["layers"])]
     if data.empty:
         continue
     g = sns.relplot(data=data, x="epoch", y="value", hue="margin_mode", col="layer", kind="line",

@@ -269,6 +269,9 @@ GRAYSCALE = ("fashion_mnist", "mnist", "digits")  # one channel; the others are 
 SHAPES_IMAGE_SIZE = 16  # lib.data: shapes images are generated at 16 px unless image_size says otherwise
 MARGIN_MODES = ("clamp", "subtract", "none")  # lib.losses: the margin treatments
 STABILIZERS = ("detach", "direct")  # lib.losses: the logit stabilisers
+INITS = ("cff", "trunc_normal")  # lib.models: CFF's initialisation, ours before issue 16
+NORMALIZATIONS = ("fixed", "subset")  # lib.cff: the dataset's constants, or the loaded subset's statistics
+EVAL_PROTOCOLS = ("cff", "clean")  # lib.cff: CFF's selection steps, or the final encoder on fixed features
 # "auto | cpu | cuda": asking for a GPU that is not there fails before any compute
 DEVICES = ("auto", "cpu") + (("cuda",) if torch.cuda.is_available() else ())
 # Study 2's dataset entries (its cell comment): the real sets and the procedural stand-ins.
@@ -298,6 +301,8 @@ def _cff_training(smoke: dict, image_size: int) -> dict:
         "epochs": Integer(1, optional=True), "batch_size": Integer(1, optional=True),
         "probe_epochs": Integer(1, optional=True), "workers": Integer(1, optional=True),
         "train_subset": Integer(0, optional=True),  # 0: all
+        "init": Choice(INITS, optional=True), "normalization": Choice(NORMALIZATIONS, optional=True),
+        "eval_protocol": Choice(EVAL_PROTOCOLS, optional=True),
         "device": Choice(DEVICES), "force": Flag(),
     }
 
@@ -309,6 +314,8 @@ def margin_factorial(smoke: dict, defaults: dict) -> dict:
         "seeds": seed_count(1, optional=True),
         "dose_seeds": seed_count(0, optional=True),  # 0 skips the dose-response probe
         "dose_m0": Number(0.0, 1.0),
+        "trajectory_seeds": seed_count(0, optional=True),  # 0 skips the layer-0 trajectory runs
+        "trajectory_epochs": Integer(1, optional=True),
         "margin_modes": Choices(MARGIN_MODES), "stabilizers": Choices(STABILIZERS),
         **_cff_training(smoke, _image_size(smoke["dataset_options"])),
     }

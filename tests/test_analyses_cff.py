@@ -209,7 +209,7 @@ def factorial_runs(clamp=(0.52, 0.02), subtract=(0.50, 0.01), dose=(0.50, 0.015)
                      for seed, z in enumerate(PATTERN)]
     rows += arm_rows("clamp", *dose, m0=0.2, car=0.45)
     rows.append(not_ok_row("clamp", stabilizer="direct"))
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows).assign(layers=margin_factorial.PROFILES["smoke"]["layers"])  # no trajectory run
 
 
 def test_stabilizer_pairs_counts_identical_twins_and_the_one_that_differs():

@@ -37,11 +37,11 @@ def _one_thread():
     torch.set_num_threads(threads)
 
 
-def _models():
+def _models(init="trunc_normal"):
     models = []
     for s in range(S):
         torch.manual_seed(s)
-        models.append(CFFViT(**TINY))
+        models.append(CFFViT(**TINY, init=init))
     return models
 
 
@@ -60,11 +60,13 @@ def _key_bias(name):
     return None
 
 
-@pytest.mark.parametrize("margin_mode, stabilizer, dtype", [("clamp", "detach", torch.float32),
-                                                             ("subtract", "direct", torch.float32),
-                                                             ("clamp", "detach", torch.float64)])
-def test_one_batched_step_equals_the_separate_steps_of_each_seed(margin_mode, stabilizer, dtype):
-    models = [m.to(dtype) for m in _models()]
+# CFF's init (zero attention biases, position std 1) leaves more gradient entries at rounding-noise level,
+# which Adam amplifies in float32 as it does the key bias's (below): that init is compared in float64.
+@pytest.mark.parametrize("margin_mode, stabilizer, dtype, init", [
+    ("clamp", "detach", torch.float32, "trunc_normal"), ("subtract", "direct", torch.float32, "trunc_normal"),
+    ("clamp", "detach", torch.float64, "trunc_normal"), ("subtract", "direct", torch.float64, "cff")])
+def test_one_batched_step_equals_the_separate_steps_of_each_seed(margin_mode, stabilizer, dtype, init):
+    models = [m.to(dtype) for m in _models(init)]
     separate = [copy.deepcopy(m) for m in models]
     optimizers = [torch.optim.AdamW(m.parameters(), lr=0.004) for m in separate]
     base, params = stack_seeds(models)

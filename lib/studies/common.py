@@ -22,7 +22,7 @@ from lib.losses import MARGIN_MODES, STABILIZERS
 # The CFFConfig fields every CFF notebook has as parameters, passed to each run's config. A parameter
 # left as None takes the profile's value, else CFFConfig's default (the one place a default lives).
 CONFIG_PARAMETERS = ("layers", "embed_dim", "heads", "patch", "epochs", "batch_size", "train_subset", "probe_epochs",
-                     "m0", "m_last", "temperature", "lr")
+                     "m0", "m_last", "temperature", "lr", "init", "normalization", "eval_protocol")
 TRAINING_INTEGERS = ("layers", "embed_dim", "heads", "patch", "epochs", "batch_size", "probe_epochs", "workers")
 
 

@@ -66,10 +66,10 @@ PROFILES = {
                   shapes_options={"n_train": 3000, "n_test": 1000}, seeds=5, layers=3, embed_dim=32, heads=2, patch=4,
                   epochs=6, batch_size=256, train_subset=0, probe_epochs=30, workers=2),
     # 3 of the 5 are in ../shared/data (CIFAR-100 and SVHN are not: skipped, saying why). Study 1's
-    # cpu model; 6 seeds per arm, 36 runs, about 70 minutes on 2 cores (see the notebook).
+    # cpu model (batch 512, probe_epochs 15: see there); 6 seeds per arm, 36 runs.
     "cpu": dict(datasets=["cifar10", "cifar100", "svhn", "fashion_mnist", "mnist"], skip_missing=True,
-                shapes_options={}, seeds=6, layers=4, embed_dim=64, heads=4, patch=4, epochs=8, batch_size=256,
-                train_subset=9000, probe_epochs=50, workers=2),
+                shapes_options={}, seeds=6, layers=4, embed_dim=64, heads=4, patch=4, epochs=8, batch_size=512,
+                train_subset=9000, probe_epochs=15, workers=2),
     "paper": dict(datasets=["cifar10", "cifar100", "svhn", "fashion_mnist"], skip_missing=False, shapes_options={},
                   seeds=5, layers=8, embed_dim=128, heads=4, patch=4, epochs=600, batch_size=512, train_subset=0,
                   probe_epochs=50, workers=1),
