@@ -83,6 +83,18 @@ display(Markdown(
     f"batch {settings['batch_size']}."))
 
 # %% [markdown]
+# ## Fidelity to the original code
+# Every setting of these runs beside CFF's public code (HosseinAghagol/ContrastiveFF), with the file it is
+# read in and its evidence tag; each difference is marked [ours] with its reason. The table is built from
+# the run configs (`lib.fidelity`), so a changed parameter shows up in it.
+
+# %%
+from lib.fidelity import cff_fidelity_table
+
+display(cff_fidelity_table(configs, settings, data_root=data_root)
+        .style.set_properties(**{"text-align": "left"}).hide(axis="index"))
+
+# %% [markdown]
 # ## Runs
 # Runs with a finished record are skipped, so an interrupted sweep resumes where it stopped. To run them
 # elsewhere first, in a process pool or as a Slurm array, use

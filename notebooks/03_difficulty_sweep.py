@@ -104,6 +104,18 @@ display(Markdown(
     f"τ={settings['temperature']:g}, lr={settings['lr']:g}, batch {settings['batch_size']}; chance {chance:.0f}%."))
 
 # %% [markdown]
+# ## Fidelity to the original code
+# Every setting of these runs beside CFF's public code (HosseinAghagol/ContrastiveFF), with the file it is
+# read in and its evidence tag; each difference is marked [ours] with its reason. The table is built from
+# the run configs (`lib.fidelity`), so a changed parameter shows up in it.
+
+# %%
+from lib.fidelity import cff_fidelity_table
+
+display(cff_fidelity_table(configs, settings, data_root=data_root)
+        .style.set_properties(**{"text-align": "left"}).hide(axis="index"))
+
+# %% [markdown]
 # ## What the knob does to a training view
 # Rows: levels; the same images each time (at `difficulty`, new samples of the same classes).
 
