@@ -33,7 +33,13 @@ PROFILE_REASONS = {
     "cpu": "cpu profile: reduced scale to fit 2 h per study on 2 cores",
 }
 
-CIFAR_NORMALIZATION = "mean (0.4914, 0.4822, 0.4465), std (0.2023, 0.1994, 0.2010)"
+CIFAR_NORMALIZATION = "mean (0.4914, 0.4822, 0.4465), std (0.2023, 0.1994, 0.2010)"  # as written in utils.py
+
+
+def _constants(mean: Sequence[float], std: Sequence[float]) -> str:
+    return f"mean ({', '.join(f'{m:.4f}' for m in mean)}), std ({', '.join(f'{s:.4f}' for s in std)})"
+
+
 UNKNOWN = "unknown (MARGIN's code is not public)"
 
 # Per dataset, what CFF's code fixes (utils.py, set_loaders; torchvision's split sizes): CIFAR-10 and -100 only.
@@ -95,9 +101,7 @@ def _row(setting, ours, original, source, evidence, reason="") -> dict:
 
 
 def _model_and_training_rows(c: CFFConfig, configs: Sequence[CFFConfig], scale: str) -> list[dict]:
-    # The lead's merge adds these three fields to CFFConfig; until then their contract defaults are read.
-    init = getattr(c, "init", "cff")
-    ev = EVAL[getattr(c, "eval_protocol", "cff")]
+    init, ev = c.init, EVAL[c.eval_protocol]
     modes = ", ".join(dict.fromkeys(x.margin_mode for x in configs))
     stabilizers = ", ".join(dict.fromkeys(x.stabilizer for x in configs))
     levels = sorted({x.aug_level for x in configs})
@@ -222,15 +226,13 @@ def _dataset_rows(c: CFFConfig, data_root: str | None, scale: str, reduced: bool
     size, channels = data_shape(name, options)
     ds = get_dataset(name, options, data_root)
     train_idx, _ = split_indices(ds, c, torch.Generator().manual_seed(c.seed))
-    # The lead's merge adds CFFConfig.normalization; until then its contract default is read.
-    if getattr(c, "normalization", "fixed") == "subset":
+    info = DATASETS[name]
+    if c.normalization == "subset":
         normalization = "the loaded subset's own statistics"
-    elif name in CFF_DATA:
-        normalization = CIFAR_NORMALIZATION
-    elif DATASETS[name].options or name == "digits":  # generated or embedded: the loaded data is the whole dataset
+    elif info.norm_mean is None:  # generated or embedded: the loaded data is the whole dataset
         normalization = "the dataset's own statistics"
-    else:
-        normalization = "fixed constants of the full training split"
+    else:  # read from the registry, so a changed constant shows up against CFF's
+        normalization = _constants(info.norm_mean, info.norm_std)
     ours = dict(images=f"{len(train_idx):,} train / {len(ds.y_test):,} test",
                 shape=f"{size}×{size}×{channels}, {(size // c.patch) ** 2} tokens",
                 augmentation=_augmentation(c.padding, c.flip), normalization=normalization,
