@@ -4,6 +4,7 @@
     python -m lib.bench --quick    # fewer repetitions
     python -m lib.bench --json bench.json
     python -m lib.bench --notebooks smoke   # only: each notebook's wall time against its profile's budget
+    python -m lib.bench --device cuda       # the prepared GPU check (below)
 
 Rows: this machine's fp32 matmul rate; the CFF training step at the paper's config (E=128, H=4,
 L=8, patch 4, two views) as images/s, model FLOPs per image (torch.utils.flop_counter), GFLOP/s
@@ -14,12 +15,18 @@ in parallel processes against one at a time; and, last, the SimCLR training step
 (ResNet-18 with the CIFAR stem, batch 256, two views) at widths 1, 0.5 and 0.25. With
 ``--notebooks PROFILE`` it instead executes every notebook at that profile (into a temporary
 folder) and prints its wall time against the profile's budget (README, Profiles).
+
+``--device cuda`` is the project's one prepared GPU check, short enough for a lent GPU's few minutes:
+the CFF step at the paper's model (L=8, E=128, batch 512) on the GPU, one seed; a cell's 7 seeds as one
+batched model (``lib.batched``) against the one-seed step run 7 times (images/s and the ratio); and the
+batched-equals-separate tests of ``tests/test_batched.py`` on CUDA.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 from functools import partial
@@ -30,6 +37,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from lib.augment import augment, simclr_views
+from lib.batched import batched_cff_step, stack_seeds
 from lib.cff import CHUNK_TOKENS, CFFConfig, cff_probe, cff_step, new_model, train_cff, two_views
 from lib.data import DatasetNotFoundError, get_dataset, load_dataset
 from lib.losses import margin_schedule
@@ -256,6 +264,55 @@ def simclr_width_rates(x_uint8: torch.Tensor, *, repeat: int, batch: int = 256) 
 NOTEBOOK_BUDGET_S = {"smoke": 60, "quick": 15 * 60 / 6}  # per notebook: quick's 15 min is for all six
 
 
+def gpu_cell_rates(ds, *, seeds: int = 7, batch: int = 512, repeat: int = 5, device: str = "cuda") -> dict:
+    """Images/s of a cell's ``seeds`` seeds at the paper's model: one seed's step run ``seeds`` times, against
+    all of them as one stacked model in one batched step (each seed's own views, as in training)."""
+    configs = [CFFConfig(**PAPER_CFF, seed=s) for s in range(seeds)]
+    margins = margin_schedule(configs[0].m0, configs[0].m_last, configs[0].layers)
+    kw = dict(margin_mode="clamp", stabilizer="detach", temperature=configs[0].temperature)
+    gen = torch.Generator().manual_seed(0)
+    x, y = ds.x_train[:batch].to(device), ds.y_train[:batch].to(device)
+    views = torch.stack([two_views(x, configs[0], ds, gen) for _ in range(seeds)])
+    labels = torch.cat([y, y]).expand(seeds, -1).contiguous()
+
+    def sync(fn):
+        def run():
+            fn()
+            torch.cuda.synchronize(device) if str(device).startswith("cuda") else None
+        return run
+
+    model = new_model(ds, configs[0], device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=configs[0].lr)
+    one_s = timed(sync(lambda: cff_step(model, optimizer, views[0], labels[0], margins, **kw)), repeat=repeat)
+    base, params = stack_seeds([new_model(ds, c, device) for c in configs])
+    stacked_optimizer = torch.optim.AdamW(params.values(), lr=configs[0].lr)
+    cell_s = timed(sync(lambda: batched_cff_step(base, params, stacked_optimizer, views, labels, margins, **kw)),
+                   repeat=repeat)
+    return dict(seeds=seeds, batch=batch, one_seed_images_per_s=batch / one_s,
+                batched_images_per_s=seeds * batch / cell_s, ratio=(seeds * batch / cell_s) / (batch / one_s))
+
+
+def gpu_check(data_root: str | None, *, quick: bool, device: str = "cuda") -> int:
+    """The prepared GPU check (module docstring). Returns 0 when the CUDA tests pass."""
+    if not torch.cuda.is_available():
+        print("--device cuda: no CUDA device is visible here", file=sys.stderr)
+        return 2
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name(device)}", flush=True)
+    ds = cifar10(data_root)
+    print(f"images: {ds.source}", flush=True)
+    r = gpu_cell_rates(ds, repeat=3 if quick else 10, device=device)
+    print("| measurement (paper model: L=8, E=128, batch 512, two views) | images/s |", flush=True)
+    print("| --- | --- |")
+    print(f"| a cell of {r['seeds']} seeds, one seed at a time (cff_step) | {r['one_seed_images_per_s']:.0f} |")
+    print(f"| a cell of {r['seeds']} seeds, batched (lib.batched) | {r['batched_images_per_s']:.0f} |")
+    print(f"| batched / loop | {r['ratio']:.2f}x |", flush=True)
+    tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "tests/test_batched.py", "-k", "cuda"],
+                           cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True)
+    summary = tests.stdout.strip().splitlines()[-1] if tests.stdout.strip() else tests.stderr.strip()
+    print(f"| batched equals separate on CUDA (tests/test_batched.py -k cuda) | {summary} |", flush=True)
+    return tests.returncode
+
+
 def notebook_times(profile: str) -> list[dict]:
     """Each notebook executed with papermill at ``profile`` into a temporary results folder: its wall time."""
     import tempfile
@@ -282,10 +339,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-root", help="folder with cifar10.npz (else $DATA_ROOT; else procedural images)")
     parser.add_argument("--notebooks", choices=sorted(NOTEBOOK_BUDGET_S),
                         help="only time every notebook at this profile")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="cuda: the prepared GPU check instead of the CPU table")
     args = parser.parse_args(argv)
     if args.notebooks:
         notebook_times(args.notebooks)
         return 0
+    if args.device == "cuda":
+        return gpu_check(args.data_root, quick=args.quick)
     import tempfile
 
     repeat = 2 if args.quick else 5

@@ -60,13 +60,20 @@ def _key_bias(name):
     return None
 
 
+ON_CUDA = pytest.mark.skipif(not torch.cuda.is_available(),
+                             reason="no CUDA device (python -m lib.bench --device cuda runs these where there is one)")
+
+
 # CFF's init (zero attention biases, position std 1) leaves more gradient entries at rounding-noise level,
 # which Adam amplifies in float32 as it does the key bias's (below): that init is compared in float64.
-@pytest.mark.parametrize("margin_mode, stabilizer, dtype, init", [
-    ("clamp", "detach", torch.float32, "trunc_normal"), ("subtract", "direct", torch.float32, "trunc_normal"),
-    ("clamp", "detach", torch.float64, "trunc_normal"), ("subtract", "direct", torch.float64, "cff")])
-def test_one_batched_step_equals_the_separate_steps_of_each_seed(margin_mode, stabilizer, dtype, init):
-    models = [m.to(dtype) for m in _models(init)]
+@pytest.mark.parametrize("margin_mode, stabilizer, dtype, init, device", [
+    ("clamp", "detach", torch.float32, "trunc_normal", "cpu"),
+    ("subtract", "direct", torch.float32, "trunc_normal", "cpu"),
+    ("clamp", "detach", torch.float64, "trunc_normal", "cpu"), ("subtract", "direct", torch.float64, "cff", "cpu"),
+    pytest.param("clamp", "detach", torch.float32, "trunc_normal", "cuda", marks=ON_CUDA, id="cuda-float32"),
+    pytest.param("subtract", "direct", torch.float64, "cff", "cuda", marks=ON_CUDA, id="cuda-float64")])
+def test_one_batched_step_equals_the_separate_steps_of_each_seed(margin_mode, stabilizer, dtype, init, device):
+    models = [m.to(device, dtype) for m in _models(init)]
     separate = [copy.deepcopy(m) for m in models]
     optimizers = [torch.optim.AdamW(m.parameters(), lr=0.004) for m in separate]
     base, params = stack_seeds(models)
@@ -77,7 +84,7 @@ def test_one_batched_step_equals_the_separate_steps_of_each_seed(margin_mode, st
     gen = torch.Generator().manual_seed(123)
     for _ in range(2):
         views, labels = _batch(gen)
-        views = views.to(dtype)
+        views, labels = views.to(device, dtype), labels.to(device)
         expected = torch.stack([cff_step(separate[s], optimizers[s], views[s], labels[s], MARGINS, **kw)
                                 for s in range(S)])
         got = batched_cff_step(base, params, batched_optimizer, views, labels, MARGINS, **kw)
