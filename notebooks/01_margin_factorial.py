@@ -22,7 +22,9 @@
 #
 # **Design**: margin mode {clamp, subtract} × logit stabiliser {detach, direct} × seeds; per run the
 # top-1 linear-probe accuracy and, per layer and epoch, the loss, the clamp activation rate (CAR) and
-# the gradient norm. A dose-response probe repeats the clamp arm with a smaller layer-0 margin.
+# the gradient norm. A dose-response probe repeats the clamp arm with a smaller layer-0 margin. A
+# layer-0 trajectory experiment [ours] trains layer 0 alone for longer, clamp against subtract, to see
+# where its gradient-norm ratio goes after the main runs' last epoch.
 #
 # Evidence tags: **[code]** read in CFF's public code, **[paper]** the MARGIN paper's abstract,
 # **[summary]** secondary summaries (approximate), **[ours]** our decision where the sources are
@@ -44,8 +46,8 @@ m0: Optional[float] = None  # layer-0 margin (CFFConfig: 0.4 [code])
 m_last: Optional[float] = None  # last-layer margin; linear in between (CFFConfig: 0.1 [code])
 dose_m0: float = 0.2  # layer-0 margin of the dose-response probe [summary]
 dose_seeds: Optional[int] = None  # clamp seeds at dose_m0 (0 skips the probe)
-trajectory_seeds: Optional[int] = None  # seeds per arm of the layer-0 trajectory runs (0 skips them)
-trajectory_epochs: Optional[int] = None  # epochs of the layer-0 trajectory runs (layer 0 alone)
+trajectory_seeds: Optional[int] = None  # seeds per arm of the layer-0-alone trajectory runs (0 skips them)
+trajectory_epochs: Optional[int] = None  # epochs of the layer-0-alone trajectory runs
 temperature: Optional[float] = None  # contrastive temperature (CFFConfig: 0.15 [code])
 lr: Optional[float] = None  # AdamW learning rate of every layer (CFFConfig: 0.004 [code])
 layers: Optional[int] = None  # encoder layers (paper: 8)
@@ -72,12 +74,15 @@ import seaborn as sns
 from IPython.display import Markdown, display
 
 from lib.notebook import setup
+from lib.studies import common
 from lib.studies import margin_factorial as study
 
 nb = setup(study, globals())  # checks every parameter and loads the data before any compute; says where results go
 settings, configs, store = nb.settings, nb.configs, nb.store
 display(Markdown(
-    f"{settings['seeds']} seeds per cell, {settings['dose_seeds']} dose-response seeds; "
+    f"{settings['seeds']} seeds per cell, {settings['dose_seeds']} dose-response seeds, "
+    f"{settings['trajectory_seeds']} seeds per arm of the layer-0 trajectory runs ({settings['trajectory_epochs']} "
+    "epochs); "
     f"L={settings['layers']}, E={settings['embed_dim']}, {settings['epochs']} epochs, "
     f"m0={settings['m0']:g}, m_last={settings['m_last']:g}, τ={settings['temperature']:g}, lr={settings['lr']:g}, "
     f"batch {settings['batch_size']}."))
@@ -101,7 +106,7 @@ display(cff_fidelity_table(configs, settings, data_root=data_root)
 # `python -m lib.dispatch 01 --profile <profile>` (`--backend slurm`, see the README): this cell then only collects.
 
 # %%
-records, runs = nb.run(study.runs_frame, show=["margin_mode", "stabilizer", "m0", "seed"])
+records, runs = nb.run(study.runs_frame, show=["margin_mode", "stabilizer", "m0", "layers", "epochs", "seed"])
 curves = study.curves_frame(records)
 
 # %% [markdown]
@@ -111,8 +116,8 @@ curves = study.curves_frame(records)
 # %%
 out = study.analyze(runs, settings)
 display(out["cells"])
-main_runs = runs[(runs.status == "ok") & (runs.m0 == settings["m0"]) & (runs.layers == settings["layers"])]
-main_runs = main_runs.assign(top1_pct=lambda d: 100 * d.top1)
+main_runs = (study.main_runs(runs, settings)[lambda d: (d.status == "ok") & (d.m0 == settings["m0"])]
+             .assign(top1_pct=lambda d: 100 * d.top1))
 fig, ax = plt.subplots(figsize=(6, 4))
 sns.pointplot(data=main_runs, x="margin_mode", y="top1_pct", hue="stabilizer", dodge=0.3, linestyle="none",
               errorbar=("ci", 95), capsize=0.1, ax=ax, legend=False)
@@ -156,8 +161,9 @@ if "pooled" in out:
 # CAR is measured for every arm: under `subtract` it shows what clamping would have saturated.
 
 # %%
+main_curves = study.main_runs(curves, settings)[lambda d: d.m0 == settings["m0"]]
 for metric, label in [("car", "clamp activation rate"), ("grad_norm", "gradient norm of the layer loss")]:
-    data = curves[(curves.metric == metric) & (curves.m0 == settings["m0"]) & (curves.layers == settings["layers"])]
+    data = main_curves[main_curves.metric == metric]
     if data.empty:
         continue
     g = sns.relplot(data=data, x="epoch", y="value", hue="margin_mode", col="layer", kind="line",
@@ -167,16 +173,65 @@ for metric, label in [("car", "clamp activation rate"), ("grad_norm", "gradient 
     plt.show()
 
 # %% [markdown]
-# ## Paper against reproduced
-# Verdicts are ours and say when a number was not reproduced at this scale. A variance ratio counts
-# as reproduced only with the published direction *and* p < 0.05. `detach` and `direct` give the
-# same gradients in exact arithmetic; when their runs at the same seed come out identical, the
-# pooled 14 + 14 test counts each run twice, so the table also gives the test on one stabiliser's
-# runs alone. Profiles below `paper` use a reduced model and far fewer epochs (see the settings
-# above): a "not reproduced" there is a statement about this scale, not about the paper.
+# ## Layer 0 per epoch: the final epoch against the all-epoch mean
+# The paper reports a layer-0 CAR and a gradient-norm ratio without saying at which epoch. An average
+# over all epochs mixes the first epochs, where clamping has not yet set in, with the last ones, so the
+# verdicts below compare the final epoch and give the all-epoch mean beside it. Per epoch: the layer-0
+# CAR of each arm (mean over seeds with its 95% t-interval) and the gradient-norm ratio subtract / clamp
+# (ratio of the arm means, 95% percentile-bootstrap CI over seeds, each arm resampled on its own; Welch's
+# test of the per-seed gradient norms). A seed's detach and direct runs are twins, so they count as one
+# observation: their mean.
 
 # %%
-comparison = study.paper_vs_reproduced(out)
+main_trajectory = common.layer0_trajectory(main_curves)
+display(main_trajectory)
+fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+common.plot_layer0_trajectory(left, right, main_trajectory, published_ratio=study.PUBLISHED_GRAD_RATIO,
+                              title=f"L={settings['layers']}: ")
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## Layer-0 trajectory experiment: does the gradient-norm ratio keep growing toward 4.0x?
+# CFF trains each layer on its own loss, so layer 0 alone (`layers=1`) is layer 0 of the full model
+# without the layers above it, and cheap to run for longer. Clamp against subtract, one stabiliser
+# (`detach`), the factorial's m0, the probe on fixed features (the probe is not the point here). These
+# runs are kept out of every analysis above. Growth is judged on the least-squares slope of the ratio
+# over the last epochs, with a CI from the same bootstrap.
+
+# %%
+trajectory = study.trajectory_experiment(curves, settings)
+if trajectory is None:
+    display(Markdown("No layer-0 trajectory runs in both arms (`trajectory_seeds` = 0 skips them)."))
+else:
+    t = trajectory["trend"]
+    display(trajectory["table"][["epoch", "seeds_clamp", "seeds_subtract", "car_clamp", "car_subtract",
+                                 "grad_norm_clamp", "grad_norm_subtract", "grad_norm_ratio", "ratio_low",
+                                 "ratio_high", "grad_norm_welch_p"]])
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    common.plot_layer0_trajectory(left, right, trajectory["table"], published_ratio=study.PUBLISHED_GRAD_RATIO,
+                                  title="layer 0 alone: ")
+    plt.tight_layout()
+    plt.show()
+    display(Markdown(
+        f"**Does the ratio keep growing toward {study.PUBLISHED_GRAD_RATIO:.1f}x?** At epoch {t['final_epoch']} "
+        f"the gradient-norm ratio subtract / clamp is {t['ratio']:.2f}x (95% CI [{t['ratio_low']:.2f}, "
+        f"{t['ratio_high']:.2f}]); over the last {t['fitted']} epochs it changes by {t['slope']:+.3f} per epoch "
+        f"(95% CI [{t['slope_low']:+.3f}, {t['slope_high']:+.3f}]). Verdict: {study.trend_verdict(t)}."))
+
+# %% [markdown]
+# ## Paper against reproduced
+# Verdicts are ours and say when a number was not reproduced at this scale. A variance ratio counts
+# as reproduced only with the published direction *and* p < 0.05. The layer-0 CAR and gradient-norm
+# rows compare our final epoch (the paper's epoch is unknown), with the all-epoch mean beside it.
+# `detach` and `direct` give the same gradients in exact arithmetic; when their runs at the same seed
+# come out identical, the pooled 14 + 14 test counts each run twice, so the table also gives the test
+# on one stabiliser's runs alone; the gradient-norm tests count a seed's two runs once (their mean).
+# Profiles below `paper` use a reduced model and far fewer epochs (see the settings above): a "not
+# reproduced" there is a statement about this scale, not about the paper.
+
+# %%
+comparison = study.paper_vs_reproduced(out, trajectory)
 comparison_path = store.write_frame("paper_vs_reproduced", comparison)
 display(comparison)
 

@@ -83,6 +83,7 @@ import seaborn as sns
 from IPython.display import Markdown, display
 
 from lib.notebook import setup
+from lib.studies import common
 from lib.studies import cross_dataset as study
 from lib.studies.common import plot_ratio_with_ci
 
@@ -165,30 +166,50 @@ plt.show()
 # %% [markdown]
 # ## Layer-0 CAR against VR, and density against CAR
 # The rule of thumb [summary]: below 50% layer-0 CAR the clamping effect is likely negligible; the
-# paper calls CAR necessary, not sufficient. CAR is the clamp arm's (the runs that are clamped).
+# paper calls CAR necessary, not sufficient. CAR is the clamp arm's (the runs that are clamped), at the
+# final epoch (the paper's epoch is unknown), as in the verdicts.
 
 # %%
 fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-left.scatter(shown.car0_clamp, shown.vr)
+left.scatter(shown.car0_clamp_final, shown.vr)
 for r in shown.itertuples():
-    left.annotate(r.dataset, (r.car0_clamp, r.vr), textcoords="offset points", xytext=(5, 5))
+    left.annotate(r.dataset, (r.car0_clamp_final, r.vr), textcoords="offset points", xytext=(5, 5))
 left.axvline(study.CAR_RULE_OF_THUMB, color="tab:orange", linestyle=":", label="rule of thumb: 50%")
 left.axhline(1, color="grey", linestyle="--")
-left.set(yscale="log", xlabel="layer-0 CAR, clamp arm (%)", ylabel="VR", title="CAR against VR")
+left.set(yscale="log", xlabel="layer-0 CAR, clamp arm, final epoch (%)", ylabel="VR", title="CAR against VR")
 left.legend()
-right.scatter(summary.density_measured, summary.car0_clamp)
+right.scatter(summary.density_measured, summary.car0_clamp_final)
 for r in summary.itertuples():
-    right.annotate(r.dataset, (r.density_measured, r.car0_clamp), textcoords="offset points", xytext=(5, 5))
-right.set(xlabel="positive pairs per anchor (measured)", ylabel="layer-0 CAR, clamp arm (%)",
+    right.annotate(r.dataset, (r.density_measured, r.car0_clamp_final), textcoords="offset points", xytext=(5, 5))
+right.set(xlabel="positive pairs per anchor (measured)", ylabel="layer-0 CAR, clamp arm, final epoch (%)",
           title="Density against CAR")
 plt.tight_layout()
 plt.show()
 
 # %% [markdown]
+# ## Layer 0 per epoch, per dataset
+# Per epoch: the layer-0 CAR of each arm (mean over seeds with its 95% t-interval) and the
+# gradient-norm ratio subtract / clamp (ratio of the arm means, 95% percentile-bootstrap CI over seeds,
+# each arm resampled on its own). The verdicts read the final epoch; the summary table above gives both
+# the final epoch (`_final` columns) and the all-epoch mean (`car0_clamp`, `car0_subtract`).
+
+# %%
+trajectory = common.layer0_trajectory(study.curves_frame(records), ("dataset",))
+display(trajectory)
+groups = list(trajectory.groupby("dataset", sort=False)) if len(trajectory) else []
+if groups:
+    fig, axes = plt.subplots(len(groups), 2, figsize=(11, 3.4 * len(groups)), squeeze=False)
+    for (entry, t), (left, right) in zip(groups, axes):
+        common.plot_layer0_trajectory(left, right, t, title=f"{entry}: ")
+    plt.tight_layout()
+    plt.show()
+
+# %% [markdown]
 # ## Paper against reproduced
 # Every published number of study 2, with CIFAR-10's from study 1. A VR counts as reproduced only
 # with the published direction *and* p < 0.05. A row measured on a stand-in says so; a dataset that
-# was not run says why. Profiles below `paper` use a reduced model and far fewer epochs: a
+# was not run says why. Layer-0 CAR rows compare our final epoch (the paper's epoch is unknown), with
+# the all-epoch mean beside it. Profiles below `paper` use a reduced model and far fewer epochs: a
 # "not reproduced" there is a statement about this scale, not about the paper.
 
 # %%

@@ -88,6 +88,7 @@ from IPython.display import Markdown, display
 from lib.augment import distort
 from lib.data import get_dataset
 from lib.notebook import setup
+from lib.studies import common
 from lib.studies import difficulty_sweep as study
 from lib.studies.common import plot_ratio_with_ci
 
@@ -149,8 +150,9 @@ records, runs = nb.run(lambda records: study.runs_frame(records, settings["knob"
 
 # %% [markdown]
 # ## Per level: accuracy, variance ratio and CAR
-# Accuracy and CAR in percent; `top1_mean` is the mean over both arms. `vr` = Var(clamp) /
-# Var(subtract) of top-1 with the two-sided F-test (`f_p`), the percentile-bootstrap 95% CI, Levene
+# Accuracy and CAR in percent; `top1_mean` is the mean over both arms; `car0_clamp`/`car0_subtract` are
+# all-epoch means, the `_final` columns the final epoch's CAR and gradient-norm ratio (subtract / clamp).
+# `vr` = Var(clamp) / Var(subtract) of top-1 with the two-sided F-test (`f_p`), the percentile-bootstrap 95% CI, Levene
 # and Brown–Forsythe p-values, and Welch's t-test of the means.
 
 # %%
@@ -164,7 +166,8 @@ left.axhline(chance, color="grey", linestyle=":", label="chance")
 left.set(xlabel=settings["knob"], ylabel="top-1 test accuracy (%)", title="Accuracy per seed")
 sns.lineplot(data=ok_runs, x="level", y=100 * ok_runs.car_layer0, hue="margin_mode", marker="o", errorbar="sd",
              ax=right)
-right.set(xlabel=settings["knob"], ylabel="layer-0 CAR (%)", title="Layer-0 clamp activation rate (mean ± sd)")
+right.set(xlabel=settings["knob"], ylabel="layer-0 CAR (%)",
+          title="Layer-0 clamp activation rate, all-epoch mean (mean ± sd)")
 plt.tight_layout()
 plt.show()
 
@@ -189,6 +192,24 @@ ax.set(yscale="log", xlabel="mean top-1 accuracy over both arms (%)", ylabel="Va
        title="Variance ratio against task difficulty")
 ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)  # outside: never over a point
 plt.show()
+
+# %% [markdown]
+# ## Layer 0 per epoch, per level
+# Per epoch: the layer-0 CAR of each arm (mean over seeds with its 95% t-interval) and the
+# gradient-norm ratio subtract / clamp (ratio of the arm means, 95% percentile-bootstrap CI over seeds,
+# each arm resampled on its own). The paper's epoch is unknown; the `_final` columns above are the last
+# epoch here.
+
+# %%
+trajectory = common.layer0_trajectory(study.curves_frame(records, settings["knob"]), ("level",))
+display(trajectory)
+groups = list(trajectory.groupby("level", sort=True)) if len(trajectory) else []
+if groups:
+    fig, axes = plt.subplots(len(groups), 2, figsize=(11, 3.4 * len(groups)), squeeze=False)
+    for (level, t), (left, right) in zip(groups, axes):
+        common.plot_layer0_trajectory(left, right, t, title=f"{settings['knob']} {level:g}: ")
+    plt.tight_layout()
+    plt.show()
 
 # %% [markdown]
 # ## Paper against reproduced

@@ -313,9 +313,9 @@ def margin_factorial(smoke: dict, defaults: dict) -> dict:
         "profile": profile, "dataset": Choice(DATASETS, optional=True),
         "seeds": seed_count(1, optional=True),
         "dose_seeds": seed_count(0, optional=True),  # 0 skips the dose-response probe
-        "dose_m0": Number(0.0, 1.0),
         "trajectory_seeds": seed_count(0, optional=True),  # 0 skips the layer-0 trajectory runs
         "trajectory_epochs": Integer(1, optional=True),
+        "dose_m0": Number(0.0, 1.0),
         "margin_modes": Choices(MARGIN_MODES), "stabilizers": Choices(STABILIZERS),
         **_cff_training(smoke, _image_size(smoke["dataset_options"])),
     }

@@ -71,12 +71,13 @@ def sample_var(scale: float, pattern=PATTERN) -> float:
 
 
 def run_row(mode, seed, top1, *, stabilizer="detach", m0=0.4, car=0.5, grad=1.0, density=10.0, top5=np.nan,
-            status="ok", **extra) -> dict:
-    """One row of a runs frame, with the columns of common.runs_frame."""
-    run_id = "-".join(map(str, (mode, stabilizer, m0, seed, status, *extra.values())))
-    return dict(run_id=run_id, status=status, seed=seed, margin_mode=mode,
-                stabilizer=stabilizer, m0=m0, top1=top1, top5=top5, car_layer0=car, grad_norm_layer0=grad,
-                positive_pair_density=density, **extra)
+            status="ok", layers=2, epochs=1, **extra) -> dict:
+    """One row of a runs frame, with the columns of common.runs_frame (the smoke profile's layers and
+    epochs; the final epoch's CAR and gradient norm equal to their all-epoch means)."""
+    run_id = "-".join(map(str, (mode, stabilizer, m0, seed, status, layers, epochs, *extra.values())))
+    return dict(run_id=run_id, status=status, seed=seed, margin_mode=mode, stabilizer=stabilizer, m0=m0,
+                layers=layers, epochs=epochs, top1=top1, top5=top5, car_layer0=car, grad_norm_layer0=grad,
+                car_layer0_final=car, grad_norm_layer0_final=grad, positive_pair_density=density, **extra)
 
 
 def arm_rows(mode, mean, sd, **kw) -> list[dict]:
@@ -247,13 +248,17 @@ def test_study1_pooled_comparison_matches_the_plant(planted_study1):
     assert (out["car_layer0_clamp"], out["car_layer0_subtract"]) == pytest.approx((60.0, 25.0))
 
 
-def test_study1_gradient_norm_ratio_is_subtract_over_clamp(planted_study1):
+def test_study1_gradient_norm_ratio_is_subtract_over_clamp_with_twins_counted_once(planted_study1):
     out = planted_study1
     assert out["grad_norm_ratio_subtract_over_clamp"] == pytest.approx(3.0, rel=1e-12)
-    z12 = np.tile(PATTERN, 2)
-    t, df, p = welch_reference(3.0 + 0.1 * z12, 1.0 + 0.1 * z12)
+    t, df, p = welch_reference(3.0 + 0.1 * PATTERN, 1.0 + 0.1 * PATTERN)  # six seeds per arm, not twelve runs
     g = out["grad_norm_welch"]
     assert (g.t, g.df, g.p_value) == pytest.approx((t, df, p), rel=1e-9) and g.t > 0
+    f = out["final"]  # the plant's final epoch equals its all-epoch mean
+    assert (f["seeds_clamp"], f["seeds_subtract"], f["epoch"]) == (SEEDS, SEEDS, 1)
+    assert f["grad_norm_ratio"] == pytest.approx(3.0, rel=1e-12)
+    assert f["grad_norm_welch_p"] == pytest.approx(p, rel=1e-9)
+    assert (f["car_clamp"], f["car_subtract"]) == pytest.approx((60.0, 25.0))
 
 
 def test_study1_identical_twins_are_tested_on_one_stabiliser(planted_study1):
@@ -317,7 +322,8 @@ def test_study1_table_for_the_published_direction(planted_study1):
     twins = _row(table, "detach vs direct")
     assert twins.ours.startswith("12/12 identical")
     assert twins.verdict == "identical twins: pooling them doubles the F-test's degrees of freedom"
-    assert _row(table, "layer-0 clamp activation rate").ours == "60.0%"
+    assert _row(table, "layer-0 clamp activation rate").ours == (
+        "60.0% (95% CI [60.0, 60.0]) at epoch 1 of 1 (final; the paper's epoch is unknown); all-epoch mean 60.0%")
     assert _row(table, "layer-0 clamp activation rate").verdict == "close (within 15 points)"
     z12 = np.tile(PATTERN, 2)
     assert welch_reference(52 + 2 * z12, 50 + z12)[2] < 0.05  # 2 points apart, sds 2 and 1, 12 seeds
@@ -379,8 +385,10 @@ def study1_out(vr=4.0, f_p=0.01, ci=(1.5, 9.0), pairs=(12, 12, 0.0), car=60.0, w
     out = dict(pooled=dict(n_a=12, n_b=12, vr=vr, f_p=f_p, ci_low=ci[0], ci_high=ci[1]),
                stabilizer_pairs=dict(zip(("pairs", "identical", "max_abs_diff_pts"), pairs)),
                car_layer0_clamp=car, mean_clamp=50.0, mean_subtract=50.0, welch=SimpleNamespace(p_value=welch_p),
-               grad_norm_ratio_subtract_over_clamp=g, grad_norm_welch=SimpleNamespace(p_value=g_p))
-    out.update(m0=0.4, dose_m0=0.2)  # the published settings, as analyze records them
+               grad_norm_ratio_subtract_over_clamp=g, grad_norm_welch=SimpleNamespace(p_value=g_p),
+               final=dict(epoch=8, car_clamp=car, car_clamp_low=car - 1, car_clamp_high=car + 1, grad_norm_ratio=g,
+                          ratio_low=g / 2, ratio_high=2 * g, grad_norm_welch_p=g_p))
+    out.update(m0=0.4, dose_m0=0.2, epochs=8)  # the published settings, as analyze records them
     if dose is not None:
         out["dose"] = dict(vr=dose[0], f_p=dose[1])
     return out
@@ -478,6 +486,8 @@ def test_study2_per_dataset_table_matches_the_plant(planted_study2):
         assert (r.top1_clamp, r.top1_subtract) == pytest.approx(means, rel=1e-9)
         assert (r.sd_clamp, r.sd_subtract) == pytest.approx([math.sqrt(sample_var(x)) for x in sds], rel=1e-9)
         assert (r.car0_clamp, r.car0_subtract) == pytest.approx(cars, rel=1e-12)
+        assert (r.car0_clamp_final, r.car0_subtract_final, r.final_epoch) == pytest.approx((*cars, 1), rel=1e-12)
+        assert r.grad_ratio_final == pytest.approx(1.0)  # both arms planted at gradient norm 1
         assert r.vr == pytest.approx(vr, rel=1e-9) and r.f_p == pytest.approx(f_test_p(vr, 5, 5), rel=1e-9)
         assert r.welch_p == pytest.approx(welch_reference(means[0] + sds[0] * PATTERN,
                                                           means[1] + sds[1] * PATTERN)[2], rel=1e-9)
@@ -554,7 +564,7 @@ def test_study2_zero_variance_subtract_arm_is_undefined_and_left_out_of_the_summ
 
 
 def _measured(*rows) -> pd.DataFrame:
-    return pd.DataFrame([dict(dataset=d, vr=vr, f_p=p, car0_clamp=car) for d, vr, p, car in rows])
+    return pd.DataFrame([dict(dataset=d, vr=vr, f_p=p, car0_clamp_final=car) for d, vr, p, car in rows])
 
 
 @pytest.mark.parametrize("rows,expected", [
@@ -627,6 +637,7 @@ def test_study3_per_level_table_matches_the_plant(planted_study3):
         assert (r.sd_clamp, r.sd_subtract) == pytest.approx((math.sqrt(sample_var(100 * sd_c)),
                                                              math.sqrt(sample_var(100 * sd_s))), rel=1e-9)
         assert (r.car0_clamp, r.car0_subtract) == pytest.approx((100 * car, 50 * car), rel=1e-12)
+        assert (r.car0_clamp_final, r.car0_subtract_final) == pytest.approx((100 * car, 50 * car), rel=1e-12)
         assert r.vr == pytest.approx(vr, rel=1e-9) and r.f_p == pytest.approx(f_test_p(vr, 5, 5), rel=1e-9)
         assert r.welch_p == pytest.approx(1.0)  # equal arm means: t = 0
         assert r.density == pytest.approx(density)

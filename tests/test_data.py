@@ -325,10 +325,11 @@ def test_a_new_dataset_is_one_registry_entry_and_runs_study_1_end_to_end(tmp_pat
         out = study.analyze(study.runs_frame(records), s)
     finally:
         _cached_dataset.cache_clear()
-    assert len(records) == len(configs) == 2 * 2 * 2 + 2  # the factorial's cells x seeds, and the dose runs
+    trajectory = 2 * 2  # layer-0-alone runs: both arms x trajectory seeds, kept out of the factorial's analysis
+    assert len(records) == len(configs) == 2 * 2 * 2 + 2 + trajectory  # the cells x seeds, the dose runs
     assert all(r["status"] == "ok" and r["dataset"] == "toy" and r["config"]["dataset"] == "toy" for r in records)
     assert all(0 <= r["metrics"]["top1"] <= 1 for r in records)
-    assert out["n_ok"] == len(records) and out["n_not_ok"] == 0 and "pooled" in out
+    assert out["n_ok"] == len(records) - trajectory and out["n_not_ok"] == 0 and "pooled" in out
 
 
 def test_the_registry_knows_each_dataset_before_loading_it():

@@ -186,7 +186,8 @@ def test_entries_round_trip_through_their_configs():
 
 def _summary_row(dataset, like, vr, p, car, acc=90.0):
     return dict(dataset=dataset, like=like, vr=vr, f_p=p, ci_low=vr / 3, ci_high=vr * 3, vr_top5=np.nan, car0_clamp=car,
-                top1_clamp=acc, top1_subtract=acc, density_measured=50.0, density_expected=50.0, density_balanced=49.0)
+                car0_clamp_final=car, final_epoch=8, top1_clamp=acc, top1_subtract=acc, density_measured=50.0,
+                density_expected=50.0, density_balanced=49.0)
 
 
 def test_study2_uses_the_real_dataset_before_a_stand_in_and_says_which():

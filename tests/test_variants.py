@@ -106,4 +106,5 @@ def test_dispatch_and_run_all_write_the_variant_the_notebook_would(tmp_path):
     job = run_all.plan_job(STUDY_01, profile="quick", results_dir=str(tmp_path), parameters={"seeds": 3, "m0": 0.3})
     assert plan.variant == job.variant == "m0-0.3_seeds-3"
     assert plan.store.root == job.output_dir.parent == tmp_path / "variants" / "m0-0.3_seeds-3"
-    assert len(plan.configs) == 17 and len(plan.missing) == 12  # the 5 shipped dose-response runs are reused
+    # 12 factorial, 5 dose-response and 6 layer-0 trajectory runs; the 5 shipped dose-response runs are reused
+    assert len(plan.configs) == 23 and len(plan.missing) == 18

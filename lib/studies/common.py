@@ -1,5 +1,5 @@
-"""Pieces the CFF studies (1-3) share: profile settings, run configs, the run table, and the
-clamp-against-subtract comparison with its verdict.
+"""Pieces the CFF studies (1-3) share: profile settings, run configs, the run and curve tables, the
+clamp-against-subtract comparison with its verdict, and the layer-0 trajectories per epoch.
 
 Study 1 (``margin_factorial``) defines the comparison; studies 2 (``cross_dataset``) and 3
 (``difficulty_sweep``) repeat it per dataset and per difficulty level, so it lives here once.
@@ -12,6 +12,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 import torch
+from scipy import stats as st
 
 from lib import params, stats
 from lib.batched import train_cff_seeds
@@ -103,17 +104,43 @@ def run_config(s: dict, **run) -> CFFConfig:
     return CFFConfig(**{**{k: s[k] for k in CONFIG_PARAMETERS}, **run})
 
 
+def _factors(c: dict, factors: dict[str, Callable[[dict], Any]] | None) -> dict:
+    """The columns every run table shares (seed, margin factors, model size and length), then ``factors``."""
+    return dict(seed=c["seed"], margin_mode=c["margin_mode"], stabilizer=c["stabilizer"], m0=c["m0"],
+                layers=c["layers"], epochs=c["epochs"], **{name: f(c) for name, f in (factors or {}).items()})
+
+
+def _layer0_final(m: dict, metric: str) -> float:
+    """The layer-0 value of curve ``metric`` at the last epoch trained; NaN without one."""
+    per_epoch = m.get("curves", {}).get(metric, [])
+    return per_epoch[-1][0] if per_epoch else np.nan
+
+
 def runs_frame(records: list[dict], factors: dict[str, Callable[[dict], Any]] | None = None) -> pd.DataFrame:
-    """One row per run: seed, margin factors, the extra ``factors`` (name -> f(config)), metrics."""
+    """One row per run: seed, margin factors, layers, epochs, the extra ``factors`` (name -> f(config)),
+    metrics. ``car_layer0`` and ``grad_norm_layer0`` are the records' all-epoch means; the ``_final``
+    columns the layer-0 values at the last epoch, read from the curves."""
     rows = []
     for r in records:
         c, m = r["config"], r["metrics"]
-        rows.append(dict(run_id=r["run_id"], status=r["status"], seed=c["seed"], margin_mode=c["margin_mode"],
-                         stabilizer=c["stabilizer"], m0=c["m0"],
-                         **{name: f(c) for name, f in (factors or {}).items()},
+        rows.append(dict(run_id=r["run_id"], status=r["status"], **_factors(c, factors),
                          top1=m.get("top1", np.nan), top5=m.get("top5", np.nan),
                          car_layer0=m.get("car_layer0", np.nan), grad_norm_layer0=m.get("grad_norm_layer0", np.nan),
+                         car_layer0_final=_layer0_final(m, "car"), grad_norm_layer0_final=_layer0_final(m, "grad_norm"),
                          positive_pair_density=m.get("positive_pair_density", np.nan)))
+    return pd.DataFrame(rows)
+
+
+def curves_frame(records: list[dict], factors: dict[str, Callable[[dict], Any]] | None = None) -> pd.DataFrame:
+    """Long table of every run's curves: one row per run, metric, epoch (1-based) and layer, with the
+    columns of :func:`runs_frame` that say which run it is."""
+    rows = []
+    for r in records:
+        run = dict(run_id=r["run_id"], status=r["status"], **_factors(r["config"], factors))
+        for metric, per_epoch in r["metrics"].get("curves", {}).items():
+            for epoch, per_layer in enumerate(per_epoch):
+                for layer, value in enumerate(per_layer):
+                    rows.append(dict(run, metric=metric, epoch=epoch + 1, layer=layer, value=value))
     return pd.DataFrame(rows)
 
 
@@ -179,3 +206,183 @@ def plot_ratio_with_ci(ax, x, ratio, low, high, **errorbar_kwargs) -> None:
     color = ax.lines[-1].get_color()
     ax.scatter(np.asarray(x)[open_high], high[open_high], marker="^", color=color)
     ax.scatter(np.asarray(x)[open_low], low[open_low], marker="v", color=color)
+
+
+# --------------------------------------------------------------------------- layer-0 trajectories per epoch
+
+ARMS = ("clamp", "subtract")  # the gradient-norm ratio is subtract over clamp
+N_BOOT = 10_000  # bootstrap resamples of the ratio's CI
+LEVEL = 0.95  # of every CI below
+
+
+def seed_observations(frame: pd.DataFrame, keys: list[str], values: list[str]) -> pd.DataFrame:
+    """One observation per seed: the finished runs at the same ``keys``, margin mode and seed, averaged.
+
+    Study 1 runs every seed under two stabilisers, detach and direct, which give the same gradients in
+    exact arithmetic: their runs are twins, identical or apart by floating point only, so one seed's
+    outcome seen twice. Counted as two they would shrink every spread across seeds by about sqrt(2);
+    averaged they are one observation (for identical twins, either one). ``runs`` counts the runs
+    behind each row.
+    """
+    ok = frame[frame.status == "ok"]
+    return (ok.groupby([*keys, "margin_mode", "seed"], as_index=False, sort=True)
+            .agg(runs=("run_id", "size"), **{v: (v, "mean") for v in values}))
+
+
+def _arm_matrices(seeds: pd.DataFrame, metric: str, epochs: list) -> dict[str, np.ndarray]:
+    """Per arm, the seeds x epochs matrix of ``metric`` (NaN where a seed lacks an epoch)."""
+    return {mode: seeds[seeds.margin_mode == mode].pivot(index="seed", columns="epoch", values=metric)
+            .reindex(columns=epochs).to_numpy(dtype=float) for mode in ARMS}
+
+
+def _ratio_resamples(grad: dict[str, np.ndarray], seed: int) -> np.ndarray:
+    """Bootstrap resamples (N_BOOT x epochs) of mean(subtract) / mean(clamp), per epoch.
+
+    Each arm's seeds are drawn with replacement, independently of the other arm's, and a drawn seed
+    brings its whole trajectory, so one resample is a resampled experiment. The draws depend on the
+    seed counts only, not on the number of epochs: the final epoch's CI is the same whether computed
+    alone or with the whole trajectory.
+    """
+    rng = np.random.default_rng(seed)
+    means = {mode: grad[mode][rng.integers(0, len(grad[mode]), size=(N_BOOT, len(grad[mode])))].mean(axis=1)
+             for mode in ARMS}
+    return means["subtract"] / means["clamp"]
+
+
+def _mean_ci(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per column (epoch): the mean over seeds (rows) and its t-interval; NaN bounds from one seed."""
+    n = len(values)
+    mean = values.mean(axis=0)
+    if n < 2:
+        return mean, np.full_like(mean, np.nan), np.full_like(mean, np.nan)
+    half = st.t.ppf((1 + LEVEL) / 2, n - 1) * values.std(axis=0, ddof=1) / np.sqrt(n)
+    return mean, mean - half, mean + half
+
+
+def _trajectory(seeds: pd.DataFrame, by: list[str], seed: int) -> pd.DataFrame:
+    """The per-epoch comparison of :func:`layer0_trajectory` from seed observations (columns ``epoch``,
+    ``car``, ``grad_norm``). A group without both arms has no rows."""
+    rows = []
+    for key, group in (seeds.groupby(by, sort=True) if by else [((), seeds)]):
+        if not set(ARMS) <= set(group.margin_mode):
+            continue
+        key = key if isinstance(key, tuple) else (key,)
+        epochs = sorted(group.epoch.unique())
+        car, grad = _arm_matrices(group, "car", epochs), _arm_matrices(group, "grad_norm", epochs)
+        ratio = grad["subtract"].mean(axis=0) / grad["clamp"].mean(axis=0)
+        if min(len(grad[mode]) for mode in ARMS) >= 2:
+            low, high = np.quantile(_ratio_resamples(grad, seed), [(1 - LEVEL) / 2, (1 + LEVEL) / 2], axis=0)
+            welch = [stats.welch_t_test(grad["subtract"][:, i], grad["clamp"][:, i]).p_value
+                     for i in range(len(epochs))]
+        else:
+            low = high = welch = np.full(len(epochs), np.nan)
+        columns = {f"seeds_{mode}": len(grad[mode]) for mode in ARMS}
+        for mode in ARMS:
+            columns.update(zip((f"car_{mode}", f"car_{mode}_low", f"car_{mode}_high"),
+                               (100 * v for v in _mean_ci(car[mode]))))
+        for mode in ARMS:
+            columns[f"grad_norm_{mode}"] = grad[mode].mean(axis=0)
+        columns.update(grad_norm_ratio=ratio, ratio_low=low, ratio_high=high, grad_norm_welch_p=welch)
+        rows.append(pd.DataFrame({**dict(zip(by, key)), "epoch": epochs, **columns}))
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+
+
+def _layer0_seeds(curves: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Seed observations of the layer-0 CAR and gradient norm per epoch, from a :func:`curves_frame`."""
+    layer0 = curves[(curves.layer == 0) & curves.metric.isin(["car", "grad_norm"])]
+    wide = layer0.pivot(index=["run_id", "status", *by, "margin_mode", "seed", "epoch"], columns="metric",
+                        values="value").reset_index()
+    return seed_observations(wide, [*by, "epoch"], ["car", "grad_norm"])
+
+
+def layer0_trajectory(curves: pd.DataFrame, by: tuple[str, ...] = (), *, seed: int = 0) -> pd.DataFrame:
+    """Per epoch (and per ``by`` group, e.g. dataset): the layer-0 CAR of each arm and the gradient-norm
+    ratio subtract / clamp, from the finished runs of a :func:`curves_frame`.
+
+    Detach/direct twins count as one seed (:func:`seed_observations`: their mean). Per arm:
+    ``seeds_<arm>``; ``car_<arm>`` in percent, the mean over seeds with its 95% t-interval
+    (``_low``/``_high``); ``grad_norm_<arm>``, the mean over seeds. ``grad_norm_ratio`` is the ratio of
+    the arm means; its 95% CI (``ratio_low``/``ratio_high``) is a percentile bootstrap over seeds,
+    each arm resampled on its own (:func:`_ratio_resamples`, ``N_BOOT`` resamples, numpy generator
+    seeded with ``seed``). Resampling the arms independently ignores that a seed shares its
+    initialisation and data order across arms, which can only widen the interval. ``grad_norm_welch_p``:
+    Welch's t-test of the per-seed gradient norms, subtract against clamp. CI bounds and p are NaN
+    with fewer than two seeds in an arm.
+    """
+    return _trajectory(_layer0_seeds(curves, list(by)), list(by), seed)
+
+
+def final_epoch(runs: pd.DataFrame, by: tuple[str, ...] = (), *, seed: int = 0) -> pd.DataFrame:
+    """:func:`layer0_trajectory`'s columns at each run's last epoch, from a :func:`runs_frame` (its
+    ``_final`` columns): one row per ``by`` group (and run length ``epochs``, the final epoch)."""
+    finished = runs.assign(epoch=runs.epochs, car=runs.car_layer0_final, grad_norm=runs.grad_norm_layer0_final)
+    return _trajectory(seed_observations(finished, [*by, "epoch"], ["car", "grad_norm"]), list(by), seed)
+
+
+# The final-epoch columns of the per-dataset (study 2) and per-level (study 3) tables: name -> final_epoch's column.
+FINAL_COLUMNS = {"final_epoch": "epoch", "car0_clamp_final": "car_clamp", "car0_subtract_final": "car_subtract",
+                 "grad_ratio_final": "grad_norm_ratio", "grad_ratio_final_low": "ratio_low",
+                 "grad_ratio_final_high": "ratio_high", "grad_welch_p_final": "grad_norm_welch_p"}
+
+
+def final_epoch_columns(runs: pd.DataFrame, by: str) -> pd.DataFrame:
+    """Per value of column ``by``, the ``FINAL_COLUMNS`` of :func:`final_epoch` (CAR in percent), to merge
+    into a summary table; a value without both arms has no row."""
+    final = final_epoch(runs, (by,))
+    if final.empty:
+        return pd.DataFrame(columns=[by, *FINAL_COLUMNS])
+    return final[[by, *FINAL_COLUMNS.values()]].rename(columns={v: k for k, v in FINAL_COLUMNS.items()})
+
+
+def _slopes(epochs: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Least-squares slope of ``values`` (last axis: one value per epoch) on ``epochs``."""
+    x = epochs - epochs.mean()
+    return (values - values.mean(axis=-1, keepdims=True)) @ x / (x @ x)
+
+
+def ratio_trend(curves: pd.DataFrame, last: int = 8, *, seed: int = 0) -> dict:
+    """Is the gradient-norm ratio (subtract / clamp) still growing at the end of training?
+
+    The least-squares slope of the per-epoch ratio over the ``last`` epochs (all of them if fewer), per
+    epoch, with a 95% CI from the same bootstrap as :func:`layer0_trajectory`'s ratio (whole seed
+    trajectories resampled, the slope refitted to each resample), beside the final epoch's ratio and
+    its CI. The slope is NaN with fewer than two epochs.
+    """
+    seeds = _layer0_seeds(curves, [])
+    epochs = sorted(seeds.epoch.unique())
+    grad = _arm_matrices(seeds, "grad_norm", epochs)
+    ratio = grad["subtract"].mean(axis=0) / grad["clamp"].mean(axis=0)
+    resamples = _ratio_resamples(grad, seed)
+    fitted = min(last, len(epochs))
+    x = np.asarray(epochs[-fitted:], dtype=float)
+    slope = _slopes(x, ratio[-fitted:]) if fitted >= 2 else np.nan
+    slope_low, slope_high = (np.quantile(_slopes(x, resamples[:, -fitted:]), [(1 - LEVEL) / 2, (1 + LEVEL) / 2])
+                             if fitted >= 2 else (np.nan, np.nan))
+    final_low, final_high = np.quantile(resamples[:, -1], [(1 - LEVEL) / 2, (1 + LEVEL) / 2])
+    return dict(final_epoch=int(epochs[-1]), ratio=float(ratio[-1]), ratio_low=float(final_low),
+                ratio_high=float(final_high), fitted=fitted, slope=float(slope), slope_low=float(slope_low),
+                slope_high=float(slope_high))
+
+
+def plot_layer0_trajectory(left, right, trajectory: pd.DataFrame, *, published_ratio: float | None = None,
+                           title: str = "") -> None:
+    """One :func:`layer0_trajectory` group on two axes: the CAR of both arms per epoch (``left``) and the
+    gradient-norm ratio (``right``), each a mean with its 95% CI band."""
+    from matplotlib.ticker import MaxNLocator
+
+    t = trajectory
+    for mode in ARMS:
+        left.plot(t.epoch, t[f"car_{mode}"], marker="o", label=mode)
+        left.fill_between(t.epoch, t[f"car_{mode}_low"], t[f"car_{mode}_high"], alpha=0.2)
+    left.set(xlabel="epoch", ylabel="layer-0 CAR (%)", ylim=(0, 100), title=f"{title}clamp activation rate")
+    left.legend(title="margin mode")
+    right.plot(t.epoch, t.grad_norm_ratio, marker="o", color="black", label="ours, bootstrap 95% CI")
+    right.fill_between(t.epoch, t.ratio_low, t.ratio_high, color="black", alpha=0.15)
+    right.axhline(1, color="grey", linestyle="--")
+    if published_ratio is not None:
+        right.axhline(published_ratio, color="tab:red", linestyle=":",
+                      label=f"paper: {published_ratio:.1f}x (its epoch unknown)")
+    right.set(xlabel="epoch", ylabel="subtract / clamp", title=f"{title}layer-0 gradient-norm ratio")
+    right.legend()
+    for ax in (left, right):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs are whole

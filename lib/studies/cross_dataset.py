@@ -162,12 +162,19 @@ def runs_frame(records: list[dict]) -> pd.DataFrame:
     return common.runs_frame(records, factors={"dataset": entry_of})
 
 
+def curves_frame(records: list[dict]) -> pd.DataFrame:
+    """Long table of per-epoch, per-layer curves of every run, with its dataset entry."""
+    return common.curves_frame(records, factors={"dataset": entry_of})
+
+
 def analyze(runs: pd.DataFrame, s: dict, sources: dict) -> pd.DataFrame:
     """One row per dataset entry: accuracy per arm, VR and its tests, layer-0 CAR, density.
 
-    Accuracies and CAR in percent. ``density_expected`` is the library's expectation for random
-    batches drawn from a class-balanced training set (:func:`expected_positive_pair_density`);
-    ``density_balanced`` the closed form 2N/K - 1 of a perfectly balanced batch.
+    Accuracies and CAR in percent. ``car0_<arm>`` is the all-epoch mean; the final epoch's CAR and
+    gradient-norm ratio are in :data:`common.FINAL_COLUMNS` (:func:`common.final_epoch`).
+    ``density_expected`` is the library's expectation for random batches drawn from a class-balanced
+    training set (:func:`expected_positive_pair_density`); ``density_balanced`` the closed form
+    2N/K - 1 of a perfectly balanced batch.
     """
     rows = []
     for entry in s["available"]:
@@ -197,7 +204,7 @@ def analyze(runs: pd.DataFrame, s: dict, sources: dict) -> pd.DataFrame:
                                                        s["train_subset"])
         row["density_balanced"] = expected_positive_pair_density(s["batch_size"], info["num_classes"])
         rows.append(row)
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows).merge(common.final_epoch_columns(runs, "dataset"), on="dataset", how="left")
 
 
 def expected_run_density(dataset_size: int, batch_size: int, num_classes: int, train_subset: int = 0,
@@ -220,11 +227,11 @@ def expected_run_density(dataset_size: int, batch_size: int, num_classes: int, t
 def _car_verdicts(measured: pd.DataFrame) -> tuple[str, str]:
     """Verdicts on the rule of thumb (low CAR -> no inflation) and on "CAR is not sufficient".
 
-    Inflation means VR > 1 with F-test p < 0.05; high CAR means layer-0 CAR >= 50% (clamp arm).
+    Inflation means VR > 1 with F-test p < 0.05; high CAR means layer-0 CAR >= 50% (clamp arm, final epoch).
     """
     inflated = set(measured[(measured.vr > 1) & (measured.f_p < 0.05)].dataset)
-    low = list(measured[measured.car0_clamp < CAR_RULE_OF_THUMB].dataset)
-    high = list(measured[measured.car0_clamp >= CAR_RULE_OF_THUMB].dataset)
+    low = list(measured[measured.car0_clamp_final < CAR_RULE_OF_THUMB].dataset)
+    high = list(measured[measured.car0_clamp_final >= CAR_RULE_OF_THUMB].dataset)
     if not low:
         necessary = "not tested: every dataset has CAR >= 50%"
     elif inflated & set(low):
@@ -293,8 +300,10 @@ def paper_vs_reproduced(summary: pd.DataFrame, skipped: dict) -> pd.DataFrame:
                 f"{pub['vr']:.2f}, if the paper's VR is of top-5", "[code]",
                 common.verdict_variance_ratio(match.vr_top5, match.f_p_top5, pub["vr"]) + stand_in)
         if "car" in pub:
-            car = match.car0_clamp
-            row(f"{name}: layer-0 CAR (clamp arm)", f"{car:.1f}%{on}", f"{pub['car']:.1f}%", pub["car_tag"],
+            car = match.car0_clamp_final
+            row(f"{name}: layer-0 CAR (clamp arm), final epoch",
+                f"{car:.1f}% at epoch {match.final_epoch:.0f} of {match.final_epoch:.0f} (final; the paper's epoch is "
+                f"unknown); all-epoch mean {match.car0_clamp:.1f}%{on}", f"{pub['car']:.1f}%", pub["car_tag"],
                 ("close (within 15 points)" if abs(car - pub["car"]) <= 15
                  else "differs by more than 15 points") + stand_in)
         if "acc" in pub:
@@ -306,7 +315,7 @@ def paper_vs_reproduced(summary: pd.DataFrame, skipped: dict) -> pd.DataFrame:
 
     measured = summary[np.isfinite(summary.vr.astype(float))]
     if len(measured):
-        listing = "; ".join(f"{r.dataset}: CAR {r.car0_clamp:.0f}%, VR {r.vr:.2f} (p = {r.f_p:.2g})"
+        listing = "; ".join(f"{r.dataset}: CAR {r.car0_clamp_final:.0f}% (final epoch), VR {r.vr:.2f} (p = {r.f_p:.2g})"
                             for r in measured.itertuples())
         necessary, sufficient = _car_verdicts(measured)
         row(f"layer-0 CAR below {CAR_RULE_OF_THUMB:.0f}% -> clamping effect negligible (rule of thumb)", listing,

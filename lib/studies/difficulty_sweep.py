@@ -109,8 +109,14 @@ def runs_frame(records: list[dict], knob: str) -> pd.DataFrame:
     return common.runs_frame(records, factors={"level": lambda c: level_of(c, knob)})
 
 
+def curves_frame(records: list[dict], knob: str) -> pd.DataFrame:
+    """Long table of per-epoch, per-layer curves of every run, with its knob level in column ``level``."""
+    return common.curves_frame(records, factors={"level": lambda c: level_of(c, knob)})
+
+
 def analyze(runs: pd.DataFrame, s: dict) -> pd.DataFrame:
-    """One row per level: accuracy per arm and overall, VR and its tests, layer-0 CAR (percent)."""
+    """One row per level: accuracy per arm and overall, VR and its tests, layer-0 CAR (percent): ``car0_<arm>``
+    the all-epoch mean, the final epoch's CAR and gradient-norm ratio in :data:`common.FINAL_COLUMNS`."""
     rows = []
     for level in s["levels"]:
         ok = runs[(runs.level == level) & (runs.status == "ok")]
@@ -128,7 +134,7 @@ def analyze(runs: pd.DataFrame, s: dict) -> pd.DataFrame:
         row["welch_p"] = arms["welch"].p_value if arms else np.nan
         row["density"] = ok.positive_pair_density.mean()
         rows.append(row)
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows).merge(common.final_epoch_columns(runs, "level"), on="level", how="left")
 
 
 def relative_accuracy(acc, chance: float, ceiling: float):
