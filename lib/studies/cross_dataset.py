@@ -64,7 +64,7 @@ PROFILES = {
                   epochs=1, batch_size=128, train_subset=0, probe_epochs=5, workers=1),
     "quick": dict(datasets=["shapes10", "shapes100", "shapes10_easy"], skip_missing=False,
                   shapes_options={"n_train": 3000, "n_test": 1000}, seeds=5, layers=3, embed_dim=32, heads=2, patch=4,
-                  epochs=6, batch_size=256, train_subset=0, probe_epochs=30, workers=2),
+                  epochs=6, batch_size=256, train_subset=0, probe_epochs=15, workers=2),
     # 3 of the 5 are in ../shared/data (CIFAR-100 and SVHN are not: skipped, saying why). Study 1's
     # cpu model (batch 512, probe_epochs 15: see there); 6 seeds per arm, 36 runs.
     "cpu": dict(datasets=["cifar10", "cifar100", "svhn", "fashion_mnist", "mnist"], skip_missing=True,
