@@ -93,9 +93,9 @@ def plan(s: dict) -> list[CFFConfig]:
 
 
 def runs_frame(records: list[dict]) -> pd.DataFrame:
-    """One row per run: the factors (with ``layers``/``epochs``, which set the trajectory runs apart) and the
-    scalar metrics the analysis needs."""
-    return common.runs_frame(records, {"layers": lambda c: c["layers"], "epochs": lambda c: c["epochs"]})
+    """One row per run: the factors (``layers``/``epochs`` set the trajectory runs apart) and the scalar
+    metrics the analysis needs."""
+    return common.runs_frame(records)
 
 
 def curves_frame(records: list[dict]) -> pd.DataFrame:
