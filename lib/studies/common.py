@@ -198,6 +198,9 @@ def plot_ratio_with_ci(ax, x, ratio, low, high, **errorbar_kwargs) -> None:
     largest (or a tenth of the smallest) finite value, ending in an arrowhead, not left out.
     """
     ratio, low, high = (np.asarray(v, dtype=float) for v in (ratio, low, high))
+    if not len(ratio):  # e.g. every arm's runs scored the same accuracy: no ratio is defined
+        ax.text(0.5, 0.5, "no finite variance ratio to show", transform=ax.transAxes, ha="center", va="center")
+        return
     finite = np.concatenate([ratio, low[low > 0], high[np.isfinite(high)]])
     top, bottom = 10 * finite.max(), finite[finite > 0].min() / 10
     open_high, open_low = ~np.isfinite(high), ~(low > 0)
