@@ -236,7 +236,7 @@ def _stored(values: torch.Tensor, limit: int) -> list:
     return [float(f"{v:.7g}") for v in values[:limit].double().tolist()]
 
 
-def test_split(ds, c) -> tuple[torch.Tensor, torch.Tensor]:
+def run_test_set(ds, c) -> tuple[torch.Tensor, torch.Tensor]:
     """The test images and labels a run is evaluated on: those of its ``train_classes`` (all when empty)."""
     if not c.train_classes:
         return ds.x_test, ds.y_test
@@ -251,14 +251,14 @@ def _recalibrate(model: nn.Module, ds, x_train: torch.Tensor) -> None:
 
 def evaluate(model: nn.Module, ds, x_train: torch.Tensor, y_train: torch.Tensor, c, data_root: str | None) -> dict:
     """Everything a finished run measures, in eval mode: :func:`backbone_evaluation` of the backbone
-    features of the unaugmented training (``x_train``, ``y_train``) and test images (:func:`test_split`)
+    features of the unaugmented training (``x_train``, ``y_train``) and test images (:func:`run_test_set`)
     and, when ``c.diagnostics == "norms"``, :func:`norm_diagnostics`. First, when ``c.recalibrate_bn``, every
     BatchNorm is re-estimated on the unaugmented training images (:func:`recalibrate_batchnorm`).
     ``c`` is the run's :class:`lib.ssl.SSLConfig`."""
     device = x_train.device
     if c.recalibrate_bn:
         _recalibrate(model, ds, x_train)
-    x_test, y_test = test_split(ds, c)
+    x_test, y_test = run_test_set(ds, c)
     h_train, h_test = embed(model, x_train, ds.mean, ds.std), embed(model, x_test.to(device), ds.mean, ds.std)
     y_train, y_test = y_train.to(device), y_test.to(device)
     out = backbone_evaluation(c, h_train, y_train, h_test, y_test, num_classes=ds.num_classes)
@@ -342,7 +342,7 @@ def initial_ood_scores(model: nn.Module, ds, x_train: torch.Tensor, c, data_root
     model = copy.deepcopy(model)
     if c.recalibrate_bn:
         _recalibrate(model, ds, x_train)
-    x_test, _ = test_split(ds, c)
+    x_test, _ = run_test_set(ds, c)
     n_test = row_norms(project(model, embed(model, x_test.to(x_train.device), ds.mean, ds.std))).cpu()
     out, stored = ood_scores(model, ds, n_test, c, data_root, prefix=INIT_PREFIX)
     return {**out, f"norm_mean_{INIT_PREFIX}test": n_test.mean().item(),

@@ -96,10 +96,10 @@ PROFILES = {
                   ood=[{"dataset": "shapes", "dataset_options": {"num_classes": 10, "seed": 1, "n_train": 10,
                                                                  "n_test": 500}}, "digits"], workers=2),
     # The offline CIFAR-10 subset (10,000 training images; imbalanced: 2,944; the OOD runs: classes 0-4, 5,000);
-    # unseen: CIFAR-10's test classes 5-9 (near), Fashion-MNIST and MNIST at 32x32x3 (far). 16 runs, 20,025 steps
-    # of batch 128 (SimSiam's in 8 micro-batches of 16, about 10% slower per step): at the measured 0.65 s
-    # (SimCLR) and 0.38 s (SimSiam) of wall time per step at load 6 on the team's 2 cores, about 105 min on the
-    # two workers, about half that on idle cores.
+    # unseen: CIFAR-10's test classes 5-9 (near), Fashion-MNIST and MNIST at 32x32x3 (far). 16 runs, 21,000 steps
+    # of batch 128, half of them SimSiam's in 8 micro-batches of 16 (about 10% slower per step): at the measured
+    # 0.65 s (SimCLR) and 0.38 s (SimSiam) of wall time per step at load 6 on the team's 2 cores, 93 min of
+    # training and about 7 of evaluation on the two workers, about half that on idle cores.
     "cpu": dict(radii=[0.25, 0.5, 0.75, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0], pairs=500, sphere_lr=10.0,
                 latent_samples=2000, latent_epochs=100, latent_seeds=40,
                 dataset="cifar10", dataset_options={}, imbalanced_dataset="cifar10",
