@@ -312,8 +312,8 @@ NORMS_FILES = ("CLA/experiments/model_comparison.py", "CLA/training/models.py", 
 NORMS_JITTER = {"separate": "four RandomApply(p 0.8), one per op: brightness 0.4, contrast 0.4, saturation 0.4, "
                             "hue 0.1, in that order",
                 "joint": "one RandomApply(p 0.8) of ColorJitter(0.4, 0.4, 0.4, 0.1), the ops in random order"}
-SQUARED = ("[ours]: the authors' LambdaLR multiplies learning_rate by get_lr(..., lr_max=learning_rate), squaring "
-           "the rate (utils.py); we use the nominal rates")
+SQUARED = ("the authors' LambdaLR multiplies learning_rate by get_lr(..., lr_max=learning_rate), squaring the rate "
+           "(utils.py); we use the nominal rates")
 
 
 def _norms_first(configs: Sequence, method: str, test) -> Any:
@@ -396,7 +396,7 @@ def _norms_training_rows(c, grad_scale, settings: dict, scale: str) -> list[dict
     recipe = ("lr 0.05 × B/256, warm-up 19.5% of the epochs")
     rows = [
         _row("learning rate as applied", "the nominal rate × warm-up and cosine", "learning_rate squared × warm-up and "
-             "cosine", "utils.py (get_lr); training_loop.py (LambdaLR)", "[code]", SQUARED.removeprefix("[ours]: ")),
+             "cosine", "utils.py (get_lr); training_loop.py (LambdaLR)", "[code]", SQUARED),
         _row("schedule", f"linear warm-up over {c.warmup_epochs:g} of {c.epochs} epochs, then cosine to 0",
              "linear warm-up over 10 of 512 epochs, then cosine to 0.001 (× the rate)",
              "utils.py (get_lr); simclr_default.yml (lr_warmup_epochs, lr_epochs)", "[code]", scale),
@@ -467,9 +467,10 @@ def _norms_ood_rows(ood_configs: Sequence, settings: dict, scale: str) -> list[d
 
 
 def _norms_simulation_rows(settings: dict) -> list[dict]:
-    from lib.simulations import LATENT_SIMULATIONS
+    from lib.simulations import LATENT_SIMULATIONS, latent_class_simulation
 
     sim = LATENT_SIMULATIONS[settings["latent_simulation"]]
+    batch = latent_class_simulation.__kwdefaults__["batch_size"]  # the notebook leaves it at the function's
     chosen = f"latent_simulation='{settings['latent_simulation']}'"
     return [
         _row("sphere: pairs, dimension, step, tolerance",
@@ -488,7 +489,7 @@ def _norms_simulation_rows(settings: dict) -> list[dict]:
              "Simulations.ipynb (attract_pairs_infonce_loss)", "[code]", chosen),
         _row("latent: optimiser", f"SGD, lr {settings['latent_lr']:g}", "SGD, lr 0.01",
              "Simulations.ipynb (cell 5: learning_rate=0.01)", "[code]", f"{chosen} or latent_lr set"),
-        _row("latent: points, epochs, batch", f"{settings['latent_samples']}, {settings['latent_epochs']}, 128",
+        _row("latent: points, epochs, batch", f"{settings['latent_samples']}, {settings['latent_epochs']}, {batch}",
              "2000, 100, 128", "Simulations.ipynb (cell 5: 500 × 4 classes, num_epochs=100; DataLoader batch_size 128)",
              "[code]", "set for this profile or run"),
         _row("latent: seeds", settings["latent_seeds"], 5, "Simulations.ipynb (cell 5: num_runs = 5)", "[code]",

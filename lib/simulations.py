@@ -1,6 +1,7 @@
 """The two simulations of NORMS (study 4) [code]: gradient descent on a cosine loss from points of a
 given norm (convergence slows as the norm squared), and supervised InfoNCE on latent classes of
-unequal frequency (do rarer classes end with smaller embedding norms?).
+unequal frequency (do rarer classes end with smaller embedding norms?), in the authors' settings or in
+ours before issue 17 (:data:`LATENT_SIMULATIONS`).
 """
 from __future__ import annotations
 

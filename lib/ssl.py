@@ -87,7 +87,7 @@ class SSLConfig(Config):
     color_jitter: str = "joint"         # joint: 1 RandomApply(p 0.8) of all 4 ops (FLAT); separate: 1 per op (NORMS)
     micro_batch: int = 0                # >0: images per forward/backward, their gradients summed into one step (NORMS'
                                         # SimSiam: 128 of 1024); 0: the whole batch at once
-    train_classes: list = dataclasses.field(default_factory=list)  # train and evaluate on these classes only ([]: all)
+    train_classes: list = dataclasses.field(default_factory=list)  # only these classes ([]: all): near-OOD runs [ours]
     diagnostics: str = "nce"            # nce (study 5) | norms (study 4): what a run measures, see the module docstring
     knn_k: int = 200                    # backbone kNN monitor (k = 200, temperature 0.1; SimCLR's CIFAR monitor)
     knn_temperature: float = 0.1

@@ -88,7 +88,7 @@ latent_samples: Optional[int] = None  # points over all classes (authors: 2000)
 latent_sigma: Optional[float] = None  # within-class noise around the unit-norm centres (None: the simulation's)
 latent_epochs: Optional[int] = None  # SGD epochs of the MLP, batches of 128 (authors: 100)
 latent_lr: Optional[float] = None  # SGD step (None: the simulation's)
-latent_seeds: Optional[int] = None  # independent simulations (at least 20 in every profile but smoke's 20 short ones)
+latent_seeds: Optional[int] = None  # independent simulations (20 or more in every profile; smoke's last 3 epochs)
 # (c, d) images
 dataset: Optional[str] = None  # training data: cifar10 | cifar100 | svhn | fashion_mnist | mnist | digits | shapes
 # dataset_options, e.g. shapes' {"num_classes": 10, "image_size": 32}
