@@ -152,10 +152,12 @@ class SSLConfig(Config):
         if self.micro_batch and (self.micro_batch < 2 or self.batch_size % self.micro_batch):
             params.fail("micro_batch", self.micro_batch, f"0 (the whole batch) or a divisor >= 2 of batch_size="
                         f"{self.batch_size} (a micro-batch needs negatives and BatchNorm statistics)")
-        classes = num_classes(self.dataset, self.dataset_options)
-        object.__setattr__(self, "train_classes", class_list("train_classes", self.train_classes, classes, minimum=0))
-        if len(self.train_classes) == 1:
-            params.fail("train_classes", self.train_classes, "[] (all classes) or at least two classes")
+        if isinstance(self.train_classes, (list, tuple)) and not self.train_classes:
+            object.__setattr__(self, "train_classes", [])  # every class
+        else:
+            classes = num_classes(self.dataset, self.dataset_options)
+            object.__setattr__(self, "train_classes",
+                               class_list("train_classes", self.train_classes, classes, minimum=2))
         if not isinstance(self.ood, (list, tuple)):
             params.fail("ood", self.ood, 'a list of {"dataset": name from lib.data.DATASETS, "dataset_options": {...}}')
         object.__setattr__(self, "ood", [_ood_spec(entry) for entry in self.ood])
