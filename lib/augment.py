@@ -9,7 +9,8 @@ run's augmentation reproducible. They are drawn on the generator's device and th
 the batch's device: a CPU generator gives the same crops and flips for a batch on CPU or GPU.
 
 The SimCLR recipe (STUDIES.md, studies 4 and 5) is RandomResizedCrop, horizontal flip, colour
-jitter applied with probability 0.8, grayscale with probability 0.2, then normalisation. Its
+jitter applied with probability 0.8 (SimCLR's one jitter op, or the NORMS authors' four separate ones:
+:data:`JITTER_MODES`), grayscale with probability 0.2, then normalisation. Its
 per-image random parameters are drawn for the whole batch at once (:func:`draw_simclr_params`)
 and applied in float32 on [0, 1] pixels (:func:`apply_simclr_params`): torchvision rounds to uint8
 after each step, this pipeline rounds nowhere, so the two agree in distribution, not bit for bit.
@@ -108,6 +109,12 @@ def augment(
 # -------------------------------------------------------------------------- SimCLR views
 
 JITTER_OPS = ("brightness", "contrast", "saturation", "hue")
+# How the colour jitter is applied with probability jitter_p:
+# - joint: SimCLR's RandomApply([ColorJitter(b, c, s, h)], p), one draw per image and the four ops in a
+#   random order (ColorJitter's own), as FLAT's code does [code];
+# - separate: four RandomApply([ColorJitter(one op)], p), one draw per op, in the fixed order brightness,
+#   contrast, saturation, hue: the NORMS authors' CLA/utils/data_utils.py (get_transforms) [code].
+JITTER_MODES = ("joint", "separate")
 _JITTER_IDENTITY = (1.0, 1.0, 1.0, 0.0)  # the factor of each op that leaves an image unchanged
 _LUMA = (0.299, 0.587, 0.114)  # ITU-R BT.601, as lib.data and PIL's "L" mode
 
@@ -117,7 +124,7 @@ class SimCLRParams(NamedTuple):
 
     crop: torch.Tensor       # int64 [B, 4]: top, left, height, width of the crop box in the source image
     flip: torch.Tensor       # bool [B]: mirror the crop left-right
-    jitter: torch.Tensor     # bool [B]: apply the colour jitter
+    jitter: torch.Tensor     # bool [B, 4]: apply each jitter op (JITTER_OPS order) to the image
     factors: torch.Tensor    # float32 [B, 4]: brightness, contrast, saturation factors and hue shift
     order: torch.Tensor      # int64 [B, 4]: indices into JITTER_OPS, in the order they are applied
     grayscale: torch.Tensor  # bool [B]: convert to grayscale (after the jitter)
@@ -178,6 +185,7 @@ def draw_simclr_params(
     flip: bool = True,
     jitter: Sequence[float] = (0.4, 0.4, 0.4, 0.1),
     jitter_p: float = 0.8,
+    jitter_mode: str = "joint",
     grayscale_p: float = 0.2,
     generator: torch.Generator,
 ) -> SimCLRParams:
@@ -185,18 +193,22 @@ def draw_simclr_params(
 
     - crop: :func:`random_resized_crop_boxes` with ``scale`` and ``ratio``;
     - flip with probability 0.5 if ``flip``;
-    - colour jitter with probability ``jitter_p``; ``jitter`` = (brightness, contrast, saturation,
-      hue) strengths as torchvision's ColorJitter: factors ~ U(max(0, 1 - s), 1 + s) for the first
-      three, hue shift ~ U(-s, s) with s <= 0.5; a strength 0 gives the identity factor. The four
-      ops run in a uniformly random order per image;
+    - colour jitter: ``jitter`` = (brightness, contrast, saturation, hue) strengths as torchvision's
+      ColorJitter: factors ~ U(max(0, 1 - s), 1 + s) for the first three, hue shift ~ U(-s, s) with
+      s <= 0.5; a strength 0 gives the identity factor. ``jitter_mode`` (:data:`JITTER_MODES`)
+      ``joint``: all four ops with probability ``jitter_p``, in a uniformly random order per image;
+      ``separate``: each op on its own with probability ``jitter_p``, in the order of JITTER_OPS;
     - grayscale with probability ``grayscale_p``.
 
     Every call draws the same amount from ``generator`` whatever the settings, so turning one
-    setting off leaves the other parameters' draws unchanged. Returns them on the generator's device.
+    setting off leaves the other parameters' draws unchanged (``separate`` takes its four draws from
+    the uniforms that give ``joint`` its order). Returns them on the generator's device.
     """
     _check_generator(generator)
     if not isinstance(flip, bool):
         raise TypeError(f"flip must be a bool, got {type(flip).__name__}")
+    if jitter_mode not in JITTER_MODES:
+        raise ValueError(f"jitter_mode={jitter_mode!r} is not allowed; choose one of {', '.join(JITTER_MODES)}")
     strengths = torch.as_tensor(jitter, dtype=torch.float32).reshape(-1)
     if len(strengths) != 4 or not bool(torch.isfinite(strengths).all() & (strengths >= 0).all()) or strengths[3] > 0.5:
         raise ValueError(f"jitter={jitter!r} must be 4 strengths >= 0 (brightness, contrast, saturation, hue <= 0.5)")
@@ -210,9 +222,15 @@ def draw_simclr_params(
     low = torch.where(identity > 0, (identity - strengths.to(dev)).clamp(min=0), -strengths.to(dev))
     high = identity + strengths.to(dev)
     factors = low + (high - low) * torch.rand(batch, 4, generator=generator, device=dev)
-    order = torch.rand(batch, 4, generator=generator, device=dev).argsort(dim=1)  # a uniform permutation
-    return SimCLRParams(crop=crop, flip=(u[:, 0] < 0.5) & flip, jitter=u[:, 1] < jitter_p, factors=factors,
-                        order=order, grayscale=u[:, 2] < grayscale_p)
+    v = torch.rand(batch, 4, generator=generator, device=dev)
+    if jitter_mode == "joint":
+        order = v.argsort(dim=1)  # a uniform permutation
+        jitter = (u[:, 1] < jitter_p)[:, None].expand(batch, 4)
+    else:
+        order = torch.arange(4, device=dev).expand(batch, 4)
+        jitter = v < jitter_p
+    return SimCLRParams(crop=crop, flip=(u[:, 0] < 0.5) & flip, jitter=jitter.contiguous(), factors=factors,
+                        order=order.contiguous(), grayscale=u[:, 2] < grayscale_p)
 
 
 def apply_simclr_params(
@@ -250,9 +268,9 @@ def simclr_augment(
     """One SimCLR view per image: :func:`draw_simclr_params` then :func:`apply_simclr_params`.
 
     ``recipe`` holds :func:`draw_simclr_params`' settings (scale, ratio, flip, jitter, jitter_p,
-    grayscale_p). Its defaults are SimCLR's CIFAR recipe with FLAT's crop scale (0.08, 1); the NORMS authors
-    use ``scale=(0.2, 1.0)``. ``scale=(1, 1), ratio=(1, 1), flip=False, jitter_p=0,
-    grayscale_p=0`` is plain normalisation. Returns float32 ``[B, C, H, W]``.
+    jitter_mode, grayscale_p). Its defaults are SimCLR's CIFAR recipe with FLAT's crop scale (0.08, 1); the
+    NORMS authors use ``scale=(0.2, 1.0)`` and ``jitter_mode="separate"``. ``scale=(1, 1), ratio=(1, 1),
+    flip=False, jitter_p=0, grayscale_p=0`` is plain normalisation. Returns float32 ``[B, C, H, W]``.
     """
     _check_uint8_images(x_uint8)
     b, _, h, w = x_uint8.shape
@@ -307,7 +325,8 @@ def color_jitter(
 ) -> torch.Tensor:
     """torchvision's ColorJitter with per-image factors and op order, on float images in [0, 1].
 
-    Image i (where ``apply[i]``) goes through the ops ``JITTER_OPS[order[i, k]]``, k = 0..3, with
+    Image i goes through the ops ``JITTER_OPS[order[i, k]]``, k = 0..3, that ``apply`` marks (bool
+    [B]: all four ops of image i or none; [B, 4]: each op on its own; None: all), with
     f = ``factors[i, op]``, each clamped to [0, 1] as torchvision's ``adjust_*`` on float images:
 
         brightness  f x
@@ -322,13 +341,15 @@ def color_jitter(
     _check_images(x)
     dev = x.device
     factors, order = factors.to(dev), order.to(dev)
-    todo = torch.ones(len(x), dtype=torch.bool, device=dev) if apply is None else apply.to(dev)
+    todo = torch.ones(len(x), 4, dtype=torch.bool, device=dev) if apply is None else apply.to(dev)
+    if todo.ndim == 1:
+        todo = todo[:, None].expand(len(x), 4)
     ops = (_adjust_brightness, _adjust_contrast) + ((_adjust_saturation, _adjust_hue) if x.shape[1] == 3 else ())
     x = x.clone()
     for position in range(4):
         for op, adjust in enumerate(ops):
             f = factors[:, op]
-            idx = (todo & (order[:, position] == op) & (f != _JITTER_IDENTITY[op])).nonzero().squeeze(1)
+            idx = (todo[:, op] & (order[:, position] == op) & (f != _JITTER_IDENTITY[op])).nonzero().squeeze(1)
             if len(idx):
                 x[idx] = adjust(x[idx], f[idx].view(-1, 1, 1, 1))
     return x

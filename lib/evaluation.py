@@ -4,11 +4,13 @@ Backbone quality: :func:`embed` (frozen features of unaugmented images), :func:`
 (weighted kNN, the SimCLR CIFAR monitor) and :func:`linear_probe` (logistic regression on frozen
 features, trained to convergence). Norm diagnostics (NORMS, study 4): :func:`row_norms`,
 :func:`class_mean_norms`, :func:`knn_correct` and :func:`norm_buckets` (the norm as confidence),
-:func:`recalibrate_batchnorm`, :func:`project`, and :func:`norm_evaluation`, which also scores
-unseen sets (the norm as an in-distribution score, :func:`lib.stats.auroc_test`).
+:func:`recalibrate_batchnorm`, :func:`project`, and :func:`norm_diagnostics`, which also scores
+unseen sets (the norm as an in-distribution score, :func:`lib.stats.auroc_test`), as
+:func:`initial_ood_scores` does for the untrained model.
 """
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -234,18 +236,31 @@ def _stored(values: torch.Tensor, limit: int) -> list:
     return [float(f"{v:.7g}") for v in values[:limit].double().tolist()]
 
 
+def run_test_set(ds, c) -> tuple[torch.Tensor, torch.Tensor]:
+    """The test images and labels a run is evaluated on: those of its ``train_classes`` (all when empty)."""
+    if not c.train_classes:
+        return ds.x_test, ds.y_test
+    keep = torch.isin(ds.y_test, torch.tensor(c.train_classes))
+    return ds.x_test[keep], ds.y_test[keep]
+
+
+def _recalibrate(model: nn.Module, ds, x_train: torch.Tensor) -> None:
+    """:func:`recalibrate_batchnorm` on the unaugmented training images, 512 at a time."""
+    recalibrate_batchnorm(model, (normalize(x_train[i:i + 512], ds.mean, ds.std) for i in range(0, len(x_train), 512)))
+
+
 def evaluate(model: nn.Module, ds, x_train: torch.Tensor, y_train: torch.Tensor, c, data_root: str | None) -> dict:
     """Everything a finished run measures, in eval mode: :func:`backbone_evaluation` of the backbone
-    features of the unaugmented training (``x_train``, ``y_train``) and test images and, when
-    ``c.diagnostics == "norms"``, :func:`norm_diagnostics`. First, when ``c.recalibrate_bn``, every
+    features of the unaugmented training (``x_train``, ``y_train``) and test images (:func:`run_test_set`)
+    and, when ``c.diagnostics == "norms"``, :func:`norm_diagnostics`. First, when ``c.recalibrate_bn``, every
     BatchNorm is re-estimated on the unaugmented training images (:func:`recalibrate_batchnorm`).
     ``c`` is the run's :class:`lib.ssl.SSLConfig`."""
     device = x_train.device
     if c.recalibrate_bn:
-        batches = (normalize(x_train[i:i + 512], ds.mean, ds.std) for i in range(0, len(x_train), 512))
-        recalibrate_batchnorm(model, batches)
-    h_train, h_test = embed(model, x_train, ds.mean, ds.std), embed(model, ds.x_test.to(device), ds.mean, ds.std)
-    y_train, y_test = y_train.to(device), ds.y_test.to(device)
+        _recalibrate(model, ds, x_train)
+    x_test, y_test = run_test_set(ds, c)
+    h_train, h_test = embed(model, x_train, ds.mean, ds.std), embed(model, x_test.to(device), ds.mean, ds.std)
+    y_train, y_test = y_train.to(device), y_test.to(device)
     out = backbone_evaluation(c, h_train, y_train, h_test, y_test, num_classes=ds.num_classes)
     if c.diagnostics == "norms":
         out.update(norm_diagnostics(model, ds, h_train, y_train, h_test, y_test, c, data_root))
@@ -262,9 +277,8 @@ def norm_diagnostics(model: nn.Module, ds, h_train: torch.Tensor, y_train: torch
       against the training embeddings; ``knn_confidence_top1``, Spearman ``norm_rho``/``norm_p`` of
       norm and correctness, and ``buckets`` (:func:`norm_buckets`);
     - the authors' variant: training embeddings against the other training embeddings, ``*_train``;
-    - per unseen set (``c.ood``): ``auroc_<label>``/``auroc_p_<label>`` of the norm as a score of
-      being from the training distribution (test set against the unseen set's test images) and
-      ``norm_mean_<label>``; the first ``c.stored_norms`` per-sample norms of every set in ``stored``.
+    - per unseen set (``c.ood``): :func:`ood_scores`; the first ``c.stored_norms`` per-sample norms of
+      every set in ``stored``.
     """
     z_train, z_test = project(model, h_train), project(model, h_test)
     n_train, n_test = row_norms(z_train).cpu(), row_norms(z_test).cpu()
@@ -282,23 +296,67 @@ def norm_diagnostics(model: nn.Module, ds, h_train: torch.Tensor, y_train: torch
                     f"norm_p{suffix}": p, f"buckets{suffix}": {key: v.tolist() for key, v in buckets.items()}})
 
     stored = {"test": _stored(n_test, c.stored_norms), "test_correct": correct[:c.stored_norms].int().tolist()}
+    scores, stored_unseen = ood_scores(model, ds, n_test, c, data_root)
+    out.update(scores)
+    out["stored"] = {**stored, **stored_unseen}
+    return out
+
+
+def ood_scores(model: nn.Module, ds, n_test: torch.Tensor, c, data_root: str | None, *,
+               prefix: str = "") -> tuple[dict, dict]:
+    """The norm as a score of being from the training distribution, per unseen set of ``c.ood``: the
+    AUROC of the test set's norms ``n_test`` against those of the unseen set's test images (of its
+    ``classes`` when the spec lists them), its Mann-Whitney p and the unseen set's mean norm, as
+    ``auroc_<prefix><label>``, ``auroc_p_<prefix><label>`` and ``norm_mean_<prefix><label>``
+    (:func:`ood_label`); and the first ``c.stored_norms`` norms of each set, under ``<prefix><label>``.
+    AUROC > 0.5: unseen images get smaller norms. Unseen images are normalised with the training
+    data's statistics: the network's input as it was trained."""
+    device = next(model.parameters()).device
+    out, stored = {}, {}
     for spec in c.ood:
         unseen = get_dataset(spec["dataset"], spec["dataset_options"], data_root)
         if unseen.x_test.shape[1:] != ds.x_test.shape[1:]:
             raise ValueError(f"unseen set {ood_label(spec)} has images {tuple(unseen.x_test.shape[1:])}, the training "
                              f"data {tuple(ds.x_test.shape[1:])}: give it image_size and channels options")
-        # normalised with the training data's statistics: the network's input as it was trained
-        n_unseen = row_norms(project(model, embed(model, unseen.x_test.to(h_test.device), ds.mean, ds.std))).cpu()
-        label = ood_label(spec)
+        x = unseen.x_test
+        if "classes" in spec:
+            x = x[torch.isin(unseen.y_test, torch.tensor(spec["classes"]))]
+        n_unseen = row_norms(project(model, embed(model, x.to(device), ds.mean, ds.std))).cpu()
+        label = prefix + ood_label(spec)
         score, p = auroc_test(n_test.numpy(), n_unseen.numpy())
         out.update({f"auroc_{label}": score, f"auroc_p_{label}": p, f"norm_mean_{label}": n_unseen.mean().item()})
         stored[label] = _stored(n_unseen, c.stored_norms)
-    out["stored"] = stored
-    return out
+    return out, stored
+
+
+INIT_PREFIX = "init_"  # metrics of the untrained model: auroc_init_<label>, norm_mean_init_test, ...
+
+
+def initial_ood_scores(model: nn.Module, ds, x_train: torch.Tensor, c, data_root: str | None) -> dict:
+    """:func:`ood_scores` of the model as it is now (called on the untrained model, with the run's seed),
+    prefixed ``init_``, with ``norm_mean_init_test``; ``stored`` holds the sets' first norms under
+    ``init_test`` and ``init_<label>``. It scores a copy, BatchNorm re-estimated on the unaugmented training
+    images when ``c.recalibrate_bn`` (as the trained model is), so the run itself is left as it was.
+    Why [ours]: unseen images can get different norms from the architecture and their input
+    statistics alone; the trained AUROC means something only beside this one."""
+    model = copy.deepcopy(model)
+    if c.recalibrate_bn:
+        _recalibrate(model, ds, x_train)
+    x_test, _ = run_test_set(ds, c)
+    n_test = row_norms(project(model, embed(model, x_test.to(x_train.device), ds.mean, ds.std))).cpu()
+    out, stored = ood_scores(model, ds, n_test, c, data_root, prefix=INIT_PREFIX)
+    return {**out, f"norm_mean_{INIT_PREFIX}test": n_test.mean().item(),
+            "stored": {f"{INIT_PREFIX}test": _stored(n_test, c.stored_norms), **stored}}
 
 
 def ood_label(spec: dict) -> str:
-    """A short name of an unseen set: its dataset and the options that change its content (not size or channels)."""
+    """A short name of an unseen set: its dataset, the options that change its content (not size or
+    channels) and its classes when it lists them (``classes5-9`` for a range)."""
     options = "_".join(f"{k}{v}" for k, v in sorted(spec["dataset_options"].items())
                        if k not in ("image_size", "channels", "n_train", "n_test"))
-    return spec["dataset"] + (f"_{options}" if options else "")
+    label = spec["dataset"] + (f"_{options}" if options else "")
+    classes = spec.get("classes")
+    if classes:
+        contiguous = list(classes) == list(range(classes[0], classes[-1] + 1))
+        label += "_classes" + (f"{classes[0]}-{classes[-1]}" if contiguous else "+".join(map(str, classes)))
+    return label

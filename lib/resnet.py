@@ -52,10 +52,13 @@ class ResNet18(nn.Module):
     c, 2c, 4c, 8c channels and strides 1, 2, 2, 2, global average pooling;
     c = :func:`first_stage_channels` (width_multiplier). The output has ``feature_dim`` = 8c features
     (512 * width_multiplier). Initialisation as torchvision's
-    ResNet: Kaiming-normal (fan-out) convolutions, BatchNorm weight 1 and bias 0.
+    ResNet: Kaiming-normal (fan-out) convolutions, BatchNorm weight 1 and bias 0; with
+    ``zero_init_residual`` (torchvision's option, which the NORMS authors set: CLA/training/models.py,
+    get_backbone [code]) the last BatchNorm of every residual branch starts with weight 0, so every
+    block starts as its shortcut.
     """
 
-    def __init__(self, channels: int = 3, width_multiplier: float = 1.0):
+    def __init__(self, channels: int = 3, width_multiplier: float = 1.0, *, zero_init_residual: bool = False):
         super().__init__()
         if not RESNET_WIDTHS[0] <= width_multiplier <= RESNET_WIDTHS[1]:
             raise ValueError(f"width_multiplier={width_multiplier} must be in [1/128, 16]: at least one channel "
@@ -75,6 +78,8 @@ class ResNet18(nn.Module):
         for m in self.modules():
             if isinstance(m, nn.Conv2d):
                 nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+            if zero_init_residual and isinstance(m, BasicBlock):
+                nn.init.zeros_(m.bn2.weight)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.pool(self.stages(self.stem(x))).flatten(1)
@@ -109,9 +114,9 @@ class SimCLRNet(nn.Module):
     ``features`` the backbone features h that kNN and the linear probe use."""
 
     def __init__(self, channels: int = 3, width_multiplier: float = 1.0, *, hidden_dim: int | None = None,
-                 out_dim: int = 128, projector_bn: bool = True):
+                 out_dim: int = 128, projector_bn: bool = True, zero_init_residual: bool = False):
         super().__init__()
-        self.backbone = ResNet18(channels, width_multiplier)
+        self.backbone = ResNet18(channels, width_multiplier, zero_init_residual=zero_init_residual)
         self.feature_dim = self.backbone.feature_dim
         self.projector = Projector(self.feature_dim, hidden_dim or self.feature_dim, out_dim, batch_norm=projector_bn)
 
@@ -134,13 +139,13 @@ class SimSiamNet(nn.Module):
     """
 
     def __init__(self, channels: int = 3, width_multiplier: float = 1.0, *, dim: int = 2048,
-                 predictor_hidden: int | None = None):
+                 predictor_hidden: int | None = None, zero_init_residual: bool = False):
         super().__init__()
         for name, value in (("dim", dim), ("predictor_hidden", predictor_hidden or max(1, dim // 4))):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}={value!r} must be a positive int")
         hidden = predictor_hidden or max(1, dim // 4)
-        self.backbone = ResNet18(channels, width_multiplier)
+        self.backbone = ResNet18(channels, width_multiplier, zero_init_residual=zero_init_residual)
         self.feature_dim = self.backbone.feature_dim
         self.projector = nn.Sequential(
             nn.Linear(self.feature_dim, dim, bias=False), nn.BatchNorm1d(dim), nn.ReLU(inplace=True),

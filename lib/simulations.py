@@ -1,6 +1,7 @@
 """The two simulations of NORMS (study 4) [code]: gradient descent on a cosine loss from points of a
 given norm (convergence slows as the norm squared), and supervised InfoNCE on latent classes of
-unequal frequency (do rarer classes end with smaller embedding norms?).
+unequal frequency (do rarer classes end with smaller embedding norms?), in the authors' settings or in
+ours before issue 17 (:data:`LATENT_SIMULATIONS`).
 """
 from __future__ import annotations
 
@@ -77,64 +78,193 @@ def _align_on_sphere(rho: float, *, pairs: int, dim: int, lr: float, tolerance: 
     return {"steps": steps, "min_norm_change": min_change, "max_cos_grad": max_cos, "mean_norm": np.asarray(mean_norm)}
 
 
-def latent_class_simulation(class_weights: Sequence[float] = (1, 2, 4, 8), *, samples: int = 1500,
-                            latent_dim: int = 10, observed_dim: int = 64, hidden: int = 64, out_dim: int = 10,
-                            sigma: float = 0.3, steps: int = 2000, batch_size: int = 128, lr: float = 0.1,
-                            temperature: float = 1.0, record_every: int = 50, seed: int = 0) -> dict:
-    r"""NORMS' latent-class simulation [code]: do rarer classes end with smaller embedding norms?
+# The latent-class simulation's settings by name (the function's docstring says what each does).
+# authors: Simulations.ipynb, cells 4-5 (SphericalDataset, attract_pairs_infonce_loss, train_and_analyze) [code];
+# ours: this project's settings before issue 17 [ours].
+LATENT_SIMULATIONS = {
+    "authors": dict(sigma=1.0, project=True, observation_scale=10.0, counts="multinomial", positives="batch", lr=0.01),
+    "ours": dict(sigma=0.3, project=False, observation_scale=1.0, counts="rounded", positives="dataset", lr=0.1),
+}
 
-    K classes with centres c_k uniform on the unit sphere in ``latent_dim`` dimensions and
-    frequencies proportional to ``class_weights`` (about samples * w_k / sum w points each); a point
-    of class k is l = c_k + N(0, sigma^2 I), observed as x = M l with a fixed random Gaussian
-    M [observed_dim x latent_dim]. An MLP observed_dim -> hidden -> ReLU -> out_dim is trained
-    with supervised InfoNCE (:func:`lib.losses.info_nce`, temperature 1): each anchor of a batch
-    (drawn uniformly from all points, so frequent classes appear more often) is paired with one
-    other random point of its own class. Plain SGD with step ``lr`` [ours], float32.
 
-    Returns ``class_counts`` [K], ``class_norms`` [K] (mean ||f(x)|| over each class's points at the
-    end), ``history_steps`` [H] and ``class_norm_history`` [H, K] (the same every ``record_every``
-    steps, from step 0), and ``final_loss`` (mean over the last 10% of steps).
+def latent_class_data(class_weights: Sequence[float], *, samples: int, latent_dim: int, observed_dim: int,
+                      sigma: float, project: bool, observation_scale: float, counts: str,
+                      generator: torch.Generator) -> dict:
+    r"""The latent classes and their observations (NORMS' simulation [code]).
+
+    K class centres c_k uniform on the unit sphere in ``latent_dim`` dimensions; class sizes from
+    ``class_weights`` w: ``counts="multinomial"`` draws each of ``samples`` labels with probability
+    w_k / sum w (the authors'), ``"rounded"`` gives class k max(2, round(samples w_k / sum w)) points.
+    A point of class k is l = c_k + sigma e, e ~ N(0, I), then l / ||l|| when ``project`` (back on the
+    sphere); it is observed as x = M l with M = ``observation_scale`` G, G a fixed standard Gaussian
+    [observed_dim x latent_dim] (the authors' x 10 gives inputs of varied magnitude). Points are
+    ordered by class. Returns float32 ``latent`` [N, latent_dim], ``observations`` [N, observed_dim],
+    ``mixing`` M, int64 ``labels`` [N] and ``counts`` [K].
+    """
+    weights = torch.as_tensor(np.asarray(class_weights, dtype=float))
+    k = len(weights)
+    centres = torch.randn(k, latent_dim, generator=generator)
+    centres /= row_norms(centres)[:, None]
+    if counts == "multinomial":
+        drawn = torch.multinomial(weights / weights.sum(), samples, replacement=True, generator=generator)
+        sizes = torch.bincount(drawn, minlength=k)
+    elif counts == "rounded":
+        sizes = torch.as_tensor(np.maximum(2, np.round(samples * weights.numpy() / weights.sum().item())).astype(int))
+    else:
+        raise ValueError(f"counts={counts!r} must be multinomial or rounded")
+    labels = torch.repeat_interleave(torch.arange(k), sizes)
+    latent = centres[labels] + sigma * torch.randn(len(labels), latent_dim, generator=generator)
+    if project:
+        latent /= row_norms(latent)[:, None]
+    mixing = observation_scale * torch.randn(observed_dim, latent_dim, generator=generator)
+    return {"latent": latent, "observations": latent @ mixing.T, "mixing": mixing, "labels": labels,
+            "counts": sizes.numpy()}
+
+
+def in_batch_positives(labels: torch.Tensor, uniforms: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """For each anchor i of a batch, another member of its class in the same batch, chosen uniformly
+    as the one with the largest of the i.i.d. U(0, 1) ``uniforms`` [..., B, B] in row i:
+    ``(partner [..., B], has_partner bool [..., B])``; an anchor alone in its class in the batch gets
+    itself and False. ``labels`` [..., B]; leading dimensions are batched (independent simulations)."""
+    same = labels[..., :, None] == labels[..., None, :]
+    same &= ~torch.eye(labels.shape[-1], dtype=torch.bool)
+    has_partner = same.any(dim=-1)
+    own = torch.arange(labels.shape[-1]).expand_as(labels)
+    return torch.where(has_partner, uniforms.masked_fill(~same, -1.0).argmax(dim=-1), own), has_partner
+
+
+def positive_mask(partner: torch.Tensor, has_partner: torch.Tensor) -> torch.Tensor:
+    """bool [..., B, B]: the pairs (i, partner_i) of every anchor with a partner, made symmetric as the
+    authors' loop makes them (so a row may hold more than one positive). Leading dimensions are batched."""
+    n = partner.shape[-1]
+    mask = torch.zeros(*partner.shape, n, dtype=torch.bool).scatter_(-1, partner[..., None], has_partner[..., None])
+    return mask | mask.transpose(-1, -2)
+
+
+def in_batch_pair_loss(z: torch.Tensor, positive: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    r"""The authors' supervised InfoNCE with one drawn positive per anchor (``attract_pairs_infonce_loss``
+    in Simulations.ipynb [code]), for z [..., B, d] and the :func:`positive_mask` [..., B, B].
+
+    With u = z / ||z|| and s_ij = u_i . u_j / temperature, for every row i with a positive
+
+        l_i = -log( sum_{j: positive_ij} e^{s_ij} / sum_{j != i} e^{s_ij} + 1e-8 )
+
+    and the loss is the mean of l_i over those rows, per entry of the leading dimensions (independent
+    simulations): a tensor of their shape; 0, with a gradient, for a batch without a positive.
+    """
+    u = nn.functional.normalize(z, dim=-1)
+    similarity = (u @ u.transpose(-1, -2) / temperature).exp()
+    numerator = (similarity * positive).sum(dim=-1)
+    denominator = similarity.sum(dim=-1) - similarity.diagonal(dim1=-2, dim2=-1)
+    loss = -torch.log(numerator / denominator + 1e-8)
+    rows = positive.any(dim=-1)
+    return torch.where(rows, loss, 0).sum(dim=-1) / rows.sum(dim=-1).clamp(min=1)
+
+
+def latent_class_simulation(class_weights: Sequence[float] = (1, 2, 4, 8), *, seeds: Sequence[int] = (0,),
+                            simulation: str = "authors", samples: int = 2000, latent_dim: int = 10,
+                            observed_dim: int = 64, hidden: int = 64, out_dim: int = 10, sigma: float | None = None,
+                            lr: float | None = None, epochs: int = 100, batch_size: int = 128,
+                            temperature: float = 1.0) -> list[dict]:
+    r"""NORMS' latent-class simulation [code]: do rarer classes end with smaller embedding norms? One
+    independent simulation per seed in ``seeds``, all trained side by side.
+
+    The data: :func:`latent_class_data` with the settings of ``LATENT_SIMULATIONS[simulation]``
+    (``sigma`` and ``lr`` override theirs). An MLP observed_dim -> hidden -> ReLU -> out_dim (PyTorch's
+    default initialisation) is trained by plain SGD with step ``lr`` for ``epochs`` epochs of
+    ceil(N / ``batch_size``) steps, with temperature-``temperature`` supervised InfoNCE whose positives
+    are, by the simulation's ``positives``:
+
+    - ``batch`` (the authors'): each epoch walks a fresh permutation of the points in batches (the last
+      one smaller); each anchor's positive is another point of its class in the same batch
+      (:func:`in_batch_positives`, :func:`positive_mask`, :func:`in_batch_pair_loss`);
+    - ``dataset`` (ours): each step draws ``batch_size`` anchors uniformly from all points, each paired
+      with another random point of its class anywhere in the data, and takes the cross-view
+      :func:`lib.losses.info_nce` of the anchors' and the positives' embeddings.
+
+    Seed s draws its data, batches and positives from its own generator and its initialisation from
+    ``torch.manual_seed(s)``, so its result does not depend on the other seeds (up to float rounding:
+    the seeds' MLPs run as one batched network, and plain SGD on the sum of their losses updates each by
+    its own gradient). Returns per seed ``seed``, ``class_weights``, ``class_counts`` [K],
+    ``class_norms`` [K] (mean ||f(x)|| over each class's points at the end; NaN for a class without
+    points), ``class_norm_history`` [E + 1, K] (before training and after every epoch), ``final_loss``
+    (mean over the last epoch's steps) and the simulation's ``settings``.
     """
     weights = np.asarray(class_weights, dtype=float)
     if weights.ndim != 1 or len(weights) < 2 or not (np.isfinite(weights).all() and (weights > 0).all()):
         raise ValueError(f"class_weights={class_weights!r} must be at least two positive numbers")
-    counts = np.maximum(2, np.round(samples * weights / weights.sum()).astype(int))  # a positive needs 2 per class
-    g = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
-    centres = torch.randn(len(weights), latent_dim, generator=g)
-    centres /= row_norms(centres)[:, None]
-    labels = torch.repeat_interleave(torch.arange(len(weights)), torch.as_tensor(counts))
-    latent = centres[labels] + sigma * torch.randn(len(labels), latent_dim, generator=g)
-    mixing = torch.randn(observed_dim, latent_dim, generator=g)
-    x = latent @ mixing.T
-    # Within-class positions, for drawing "another point of the same class" without a loop.
-    class_start = torch.as_tensor(np.concatenate([[0], np.cumsum(counts)[:-1]]))
-    position = torch.arange(len(labels)) - class_start[labels]
-    class_size = torch.as_tensor(counts)[labels]
+    if simulation not in LATENT_SIMULATIONS:
+        raise ValueError(f"simulation={simulation!r} must be one of {', '.join(LATENT_SIMULATIONS)}")
+    seeds = list(seeds)
+    if not seeds:
+        raise ValueError("seeds must name at least one seed")
+    settings = dict(LATENT_SIMULATIONS[simulation])
+    settings.update({k: v for k, v in (("sigma", sigma), ("lr", lr)) if v is not None})
+    generators = [torch.Generator().manual_seed(seed) for seed in seeds]
+    data = [latent_class_data(weights, samples=samples, latent_dim=latent_dim, observed_dim=observed_dim,
+                              sigma=settings["sigma"], project=settings["project"],
+                              observation_scale=settings["observation_scale"], counts=settings["counts"], generator=g)
+            for g in generators]
+    x = torch.stack([d["observations"] for d in data])  # [S, N, observed_dim]: every seed has N points
+    labels = torch.stack([d["labels"] for d in data])
+    n, k = x.shape[1], len(weights)
+    layers = []
+    for seed in seeds:
+        torch.manual_seed(seed)
+        layers.append((nn.Linear(observed_dim, hidden), nn.Linear(hidden, out_dim)))
+    # the seeds' MLPs as batched weights [S, out, in] and biases [S, out]
+    parameters = [torch.stack([getattr(pair[i], name).detach() for pair in layers]).requires_grad_()
+                  for i in (0, 1) for name in ("weight", "bias")]
+    w1, b1, w2, b2 = parameters
+    optimizer = torch.optim.SGD(parameters, lr=settings["lr"])
 
-    model = nn.Sequential(nn.Linear(observed_dim, hidden), nn.ReLU(), nn.Linear(hidden, out_dim))
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-    history_steps, history, losses = [], [], []
+    def mlp(inputs: torch.Tensor) -> torch.Tensor:  # [S, B, observed_dim] -> [S, B, out_dim]
+        return torch.baddbmm(b2[:, None], torch.relu(torch.baddbmm(b1[:, None], inputs, w1.transpose(1, 2))),
+                             w2.transpose(1, 2))
 
-    def record(step):
+    history, losses = [], []
+
+    def record():
         with torch.no_grad():
-            means, _ = class_mean_norms(row_norms(model(x)).numpy(), labels.numpy(), len(weights))
-        history_steps.append(step)
-        history.append(means)
+            norms = row_norms(mlp(x).flatten(0, 1)).view(len(seeds), n).numpy()
+        history.append([class_mean_norms(norms[i], labels[i].numpy(), k)[0] for i in range(len(seeds))])
 
-    for step in range(steps):
-        if step % record_every == 0:
-            record(step)
-        anchor = torch.randint(len(labels), (batch_size,), generator=g)
-        other = (torch.rand(batch_size, generator=g) * (class_size[anchor] - 1)).long()
-        other += (other >= position[anchor]).long()  # skip the anchor itself
-        positive = class_start[labels[anchor]] + other
-        loss = info_nce(model(x[anchor]), model(x[positive]), temperature)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-    record(steps)
-    return {"class_weights": weights, "class_counts": counts, "class_norms": history[-1],
-            "history_steps": np.asarray(history_steps), "class_norm_history": np.stack(history),
-            "final_loss": float(np.mean(losses[-max(1, steps // 10):]))}
+    seed_rows = torch.arange(len(seeds))[:, None]
+    sizes = torch.stack([torch.as_tensor(d["counts"]) for d in data])  # [S, K]
+    starts = torch.cumsum(sizes, 1) - sizes
+
+    def batch_losses():
+        """One epoch's per-seed losses [S], each computed when asked for (after the previous step's update)."""
+        if settings["positives"] == "batch":
+            perms = torch.stack([torch.randperm(n, generator=g) for g in generators])
+            for start in range(0, n, batch_size):
+                index = perms[:, start:start + batch_size]
+                b = index.shape[1]
+                uniforms = torch.stack([torch.rand(b, b, generator=g) for g in generators])
+                mask = positive_mask(*in_batch_positives(labels[seed_rows, index], uniforms))
+                yield in_batch_pair_loss(mlp(x[seed_rows, index]), mask, temperature)
+        else:
+            for _ in range(math.ceil(n / batch_size)):
+                anchor = torch.stack([torch.randint(n, (batch_size,), generator=g) for g in generators])
+                u = torch.stack([torch.rand(batch_size, generator=g) for g in generators])
+                cls = labels[seed_rows, anchor]
+                size, start = sizes[seed_rows, cls], starts[seed_rows, cls]
+                other = (u * (size - 1)).long()
+                other += (other >= anchor - start).long()  # skip the anchor itself
+                za, zp = mlp(x[seed_rows, anchor]), mlp(x[seed_rows, start + other])
+                yield torch.stack([info_nce(a, b, temperature) for a, b in zip(za, zp)])
+
+    record()
+    for _ in range(epochs):
+        losses = []
+        for loss in batch_losses():
+            optimizer.zero_grad(set_to_none=True)
+            loss.sum().backward()
+            optimizer.step()
+            losses.append(loss.detach())
+        record()
+    history = np.asarray(history)  # [E + 1, S, K]
+    final = torch.stack(losses).mean(dim=0).tolist() if losses else [math.nan] * len(seeds)
+    return [{"seed": seed, "class_weights": weights, "class_counts": data[i]["counts"], "class_norms": history[-1, i],
+             "class_norm_history": history[:, i], "final_loss": final[i], "settings": settings}
+            for i, seed in enumerate(seeds)]

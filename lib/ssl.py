@@ -4,7 +4,9 @@
 trains it and returns its metrics. The loss is chosen by name from :data:`lib.losses.SSL_LOSSES`;
 the network (:class:`lib.resnet.SimCLRNet` or :class:`lib.resnet.SimSiamNet`) by ``method``; the
 interventions of study 4 (cut-initialisation, GradScale: :mod:`lib.interventions`), its imbalanced
-subsets (:func:`lib.data.imbalanced_indices`) and its unseen-set scoring are config fields.
+subsets (:func:`lib.data.imbalanced_indices`), its class-restricted training for the near-OOD test and its
+unseen-set scoring are config fields, and so are the NORMS authors' training details (``zero_init_residual``,
+``color_jitter``, ``micro_batch``).
 ``diagnostics`` says what a run measures: ``nce`` (study 5) InfoNCE, its gradient scale and the
 negatives' entropy per step; ``norms`` (study 4) the loss and the embeddings' norm and spread per
 step, and the norm diagnostics of :func:`lib.evaluation.norm_diagnostics` at the end.
@@ -17,7 +19,8 @@ Decisions where STUDIES.md is silent [ours]:
 - Every training image is used (no validation split): nothing is selected on held-out data.
 - The last, smaller batch of an epoch is dropped, as in FLAT's data loader [code]: the batch size
   sets the number of negatives, so every step has 2N - 2 of them.
-- Both views go through the network as one batch, so BatchNorm sees both.
+- Both views go through the network as one batch, so BatchNorm sees both (with ``micro_batch``, both views
+  of the micro-batch's images).
 - A non-finite loss stops the run: it is recorded with status "diverged" and NaN evaluations.
 """
 from __future__ import annotations
@@ -33,10 +36,10 @@ import torch.nn as nn
 from tqdm import tqdm  # plain bar: disable=None hides it off a terminal, e.g. under papermill
 
 from lib import params
-from lib.augment import simclr_views
+from lib.augment import JITTER_MODES, simclr_views
 from lib.config import Config
-from lib.data import DATASETS, ImageDataset, get_dataset, imbalanced_indices
-from lib.evaluation import BACKBONE_METRICS, NORM_METRICS, evaluate, row_norms
+from lib.data import DATASETS, ImageDataset, get_dataset, imbalanced_indices, num_classes
+from lib.evaluation import BACKBONE_METRICS, NORM_METRICS, evaluate, initial_ood_scores, row_norms
 from lib.interventions import cut_init, grad_scale
 from lib.losses import SSL_LOSSES, pair_logits
 from lib.optim import LR_SCALINGS, OPTIMIZERS, make_optimizer, param_groups, scaled_lr, warmup_cosine
@@ -79,6 +82,12 @@ class SSLConfig(Config):
     crop_min_scale: float = 0.08        # RandomResizedCrop scale (crop_min_scale, 1): FLAT 0.08, NORMS 0.2 [code]
     cut: float = 1.0                    # cut-initialisation: divide every parameter by this once (1 = none) [code]
     grad_scale_power: float = 0.0       # GradScale power p on the raw embeddings (0 = off) [code]
+    # The NORMS authors' training details [code]; the defaults are FLAT's (and this project's before issue 17).
+    zero_init_residual: bool = False    # True: each residual branch's last BN starts at weight 0 (NORMS); FLAT: no
+    color_jitter: str = "joint"         # joint: 1 RandomApply(p 0.8) of all 4 ops (FLAT); separate: 1 per op (NORMS)
+    micro_batch: int = 0                # >0: images per forward/backward, their gradients summed into one step (NORMS'
+                                        # SimSiam: 128 of 1024); 0: the whole batch at once
+    train_classes: list = dataclasses.field(default_factory=list)  # only these classes ([]: all): near-OOD runs [ours]
     diagnostics: str = "nce"            # nce (study 5) | norms (study 4): what a run measures, see the module docstring
     knn_k: int = 200                    # backbone kNN monitor (k = 200, temperature 0.1; SimCLR's CIFAR monitor)
     knn_temperature: float = 0.1
@@ -135,8 +144,20 @@ class SSLConfig(Config):
             params.fail("batch_size", self.batch_size,
                         "an integer >= 2 (a batch needs negatives and BatchNorm statistics)")
         params.number("warmup_epochs", self.warmup_epochs, 0.0, self.epochs)
-        for name in ("projector_bn", "exclude_bias_and_norm", "fixed_predictor_lr", "recalibrate_bn", "channels_last"):
+        for name in ("projector_bn", "exclude_bias_and_norm", "fixed_predictor_lr", "recalibrate_bn", "channels_last",
+                     "zero_init_residual"):
             params.flag(name, getattr(self, name))
+        params.choice("color_jitter", self.color_jitter, JITTER_MODES)
+        params.integer("micro_batch", self.micro_batch, 0)
+        if self.micro_batch and (self.micro_batch < 2 or self.batch_size % self.micro_batch):
+            params.fail("micro_batch", self.micro_batch, f"0 (the whole batch) or a divisor >= 2 of batch_size="
+                        f"{self.batch_size} (a micro-batch needs negatives and BatchNorm statistics)")
+        if isinstance(self.train_classes, (list, tuple)) and not self.train_classes:
+            object.__setattr__(self, "train_classes", [])  # every class
+        else:
+            classes = num_classes(self.dataset, self.dataset_options)
+            object.__setattr__(self, "train_classes",
+                               class_list("train_classes", self.train_classes, classes, minimum=2))
         if not isinstance(self.ood, (list, tuple)):
             params.fail("ood", self.ood, 'a list of {"dataset": name from lib.data.DATASETS, "dataset_options": {...}}')
         object.__setattr__(self, "ood", [_ood_spec(entry) for entry in self.ood])
@@ -146,7 +167,9 @@ class SSLConfig(Config):
     @classmethod
     def from_legacy(cls, values: dict) -> "SSLConfig":
         """Today's config of a record written by ``lib.ssl.train_simclr`` (study 5) or
-        ``lib.norms.train_norms`` (study 4), or of one in today's form."""
+        ``lib.norms.train_norms`` (study 4), or of one in today's form. Fields added since take their
+        defaults, which are the settings those runs had (issue 17's ``zero_init_residual``,
+        ``color_jitter``, ``micro_batch``, ``train_classes``)."""
         v = dict(values)
         if "simclr_loss" in v:  # train_norms: the loss named per method, SimCLR's hidden width 0 = its output width
             simclr_loss = v.pop("simclr_loss")
@@ -164,12 +187,31 @@ class SSLConfig(Config):
 
 
 def _ood_spec(entry) -> dict:
-    allowed = 'a list of {"dataset": name from lib.data.DATASETS, "dataset_options": {...}}'
-    if not isinstance(entry, dict) or set(entry) - {"dataset", "dataset_options"} or "dataset" not in entry:
+    """An unseen set: a dataset's test images, of the listed ``classes`` only when the entry has them
+    (the near-OOD test: a training set's held-out classes)."""
+    allowed = ('a list of {"dataset": name from lib.data.DATASETS, "dataset_options": {...}, '
+               '"classes": [class indices] (optional)}')
+    if (not isinstance(entry, dict) or set(entry) - {"dataset", "dataset_options", "classes"}
+            or "dataset" not in entry):
         params.fail("ood", entry, allowed)
     if entry["dataset"] not in DATASETS or not isinstance(entry.get("dataset_options", {}), dict):
         params.fail("ood", entry, allowed)
-    return {"dataset": entry["dataset"], "dataset_options": dict(entry.get("dataset_options", {}))}
+    spec = {"dataset": entry["dataset"], "dataset_options": dict(entry.get("dataset_options", {}))}
+    if "classes" in entry:
+        spec["classes"] = class_list("ood", entry["classes"], num_classes(spec["dataset"], spec["dataset_options"]),
+                                     minimum=1)
+    return spec
+
+
+def class_list(name: str, values, classes: int, *, minimum: int) -> list[int]:
+    """``values`` as a sorted list of at least ``minimum`` distinct class indices in [0, ``classes``)."""
+    allowed = f"a list of at least {minimum} distinct class indices from 0 to {classes - 1}"
+    if not isinstance(values, (list, tuple)) or len(values) < minimum or len(set(values)) != len(values):
+        params.fail(name, values, allowed)
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < classes:
+            params.fail(name, values, allowed)
+    return sorted(values)
 
 
 # ------------------------------------------------------------------------------- the network
@@ -179,8 +221,9 @@ def build_model(c: SSLConfig, channels: int) -> nn.Module:
     """SimCLR's ResNet-18 with its projector, or SimSiam's network with projector and predictor."""
     if c.method == "simclr":
         return SimCLRNet(channels, c.width_multiplier, hidden_dim=c.projector_hidden or None, out_dim=c.projector_dim,
-                         projector_bn=c.projector_bn)
-    return SimSiamNet(channels, c.width_multiplier, dim=c.projector_dim, predictor_hidden=c.predictor_hidden or None)
+                         projector_bn=c.projector_bn, zero_init_residual=c.zero_init_residual)
+    return SimSiamNet(channels, c.width_multiplier, dim=c.projector_dim, predictor_hidden=c.predictor_hidden or None,
+                      zero_init_residual=c.zero_init_residual)
 
 
 def build_optimizer(model: nn.Module, c: SSLConfig, lr: float) -> torch.optim.Optimizer:
@@ -253,32 +296,50 @@ def make_step(model: nn.Module, optimizer: torch.optim.Optimizer, c: SSLConfig):
     A loss on projections gets z1, z2 (GradScale, when on, on both views' z); a loss taking
     predictions (SimSiam) gets p1, p2, z1, z2 (GradScale on p). The recorded norms are those of the
     raw outputs (GradScale leaves values unchanged).
+
+    With ``c.micro_batch`` = m the batch's N images are taken m at a time: both views of each
+    micro-batch go through the network (BatchNorm sees only them) and its loss's backward pass adds
+    to the gradients, so the one update follows the *sum* of the N / m micro-batch gradients, as the
+    NORMS authors' SimSiam does (CLA/training/training_loop.py, train_simsiam: the division by the
+    number of micro-batches is commented out) [code]. The diagnostics are then the micro-batches' mean.
     """
     loss = SSL_LOSSES[c.loss]
 
     def scaled(t):
         return grad_scale(t, c.grad_scale_power) if c.grad_scale_power != 0 else t
 
-    def step(views: torch.Tensor) -> torch.Tensor | None:
+    def forward(views: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """(objective, raw projections z, raw predictions p or None) of stacked views."""
         if loss.predictions:
             z, p = model(views)
             p1, p2 = scaled(p).chunk(2)
             z1, z2 = z.chunk(2)
-            objective = loss.fn(p1, p2, z1, z2)
-        else:
-            z = model(views)
-            z1, z2 = scaled(z).chunk(2)
-            objective = loss.fn(z1, z2, c.temperature)
-        if not torch.isfinite(objective):
-            return None
-        optimizer.zero_grad(set_to_none=True)
-        objective.backward()
-        optimizer.step()
-        if c.diagnostics == "nce":
-            return nce_diagnostics(z1.detach(), z2.detach(), c.temperature)
+            return loss.fn(p1, p2, z1, z2), z, p
+        z = model(views)
+        z1, z2 = scaled(z).chunk(2)
+        return loss.fn(z1, z2, c.temperature), z, None
+
+    def diagnostics(objective: torch.Tensor, z: torch.Tensor, p: torch.Tensor | None) -> torch.Tensor:
         z = z.detach()
-        extra = (row_norms(p.detach()).mean(),) if loss.predictions else ()
+        if c.diagnostics == "nce":
+            return nce_diagnostics(*z.chunk(2), c.temperature)
+        extra = (row_norms(p.detach()).mean(),) if p is not None else ()
         return torch.stack([objective.detach(), row_norms(z).mean(), _spread(z), *extra]).double().cpu()
+
+    def step(views: torch.Tensor) -> torch.Tensor | None:
+        n = len(views) // 2
+        m = c.micro_batch or n
+        parts = [views] if m == n else [torch.cat([views[i:i + m], views[n + i:n + i + m]]) for i in range(0, n, m)]
+        optimizer.zero_grad(set_to_none=True)
+        values = []
+        for part in parts:
+            objective, z, p = forward(part)
+            if not torch.isfinite(objective):
+                return None
+            objective.backward()
+            values.append((objective, z, p))
+        optimizer.step()
+        return torch.stack([diagnostics(*v) for v in values]).mean(dim=0)
 
     return step
 
@@ -371,10 +432,13 @@ def start_run(c: SSLConfig, data_root: str | None) -> tuple[ImageDataset, torch.
 
 
 def training_indices(c: SSLConfig, ds: ImageDataset) -> torch.Tensor:
-    """Indices of the training images a run uses: the first ``train_subset`` (0: all), then, when
-    ``imbalance_base``, their imbalanced subset (:func:`lib.data.imbalanced_indices`)."""
+    """Indices of the training images a run uses: the first ``train_subset`` (0: all), of those the
+    images of ``train_classes`` (when given), then, when ``imbalance_base``, their imbalanced subset
+    (:func:`lib.data.imbalanced_indices`)."""
     n = len(ds.y_train) if not c.train_subset else min(c.train_subset, len(ds.y_train))
     keep = torch.arange(n)
+    if c.train_classes:
+        keep = keep[torch.isin(ds.y_train[keep], torch.tensor(c.train_classes))]
     if c.imbalance_base:
         keep = keep[imbalanced_indices(ds.y_train[keep], ds.num_classes, c.imbalance_base)]
     return keep
@@ -384,13 +448,16 @@ def train_ssl(config: SSLConfig, *, data_root: str | None = None, progress: bool
     """Train one SimCLR or SimSiam run, then evaluate it (:func:`lib.evaluation.evaluate`).
 
     The interventions apply in this order: cut-initialisation once, after the seeded initialisation;
-    GradScale in every step. Metrics: ``status`` ("ok" or "diverged"), the evaluation (NaN when
+    GradScale in every step. A run with unseen sets (``ood``) scores them first on the untrained
+    model as training starts (:func:`lib.evaluation.initial_ood_scores`: ``auroc_init_<label>`` ...),
+    then on the trained one. Metrics: ``status`` ("ok" or "diverged"), the evaluation (NaN when
     diverged), per-epoch ``curves`` of :func:`step_diagnostics` and ``lr``, ``steps``,
     ``train_images``, ``lr`` (the scaled base rate), timings ``train_s`` and ``eval_s``; with
     ``diagnostics="nce"`` also ``epochs_completed``, ``feature_dim``, ``info_nce_ceiling`` =
     log(2N - 1), ``info_nce_final`` and ``grad_scale_final`` (the last epoch's); with ``norms``
     ``norm_per_step`` (mean ||z|| of each step's batch, before its update) and ``step_s`` (seconds
-    per training step). ``progress=None`` shows a bar only on a terminal.
+    per training step). ``eval_s`` counts the scoring at initialisation too. ``progress=None`` shows a bar
+    only on a terminal.
     """
     c = config
     t_start = time.perf_counter()
@@ -404,6 +471,9 @@ def train_ssl(config: SSLConfig, *, data_root: str | None = None, progress: bool
     model = build_model(c, ds.channels).to(device, memory_format=layout)
     if c.cut != 1:
         cut_init(model, c.cut)
+    t_init = time.perf_counter()
+    initial = initial_ood_scores(model, ds, x_train, c, data_root) if c.ood else {}
+    init_s = time.perf_counter() - t_init
     lr = scaled_lr(c.lr, c.batch_size, c.lr_scaling)
     optimizer = build_optimizer(model, c, lr)
     step = make_step(model, optimizer, c)
@@ -419,16 +489,20 @@ def train_ssl(config: SSLConfig, *, data_root: str | None = None, progress: bool
     status, curves, steps = train_epochs(
         recorded_step, optimizer, x_train, epochs=c.epochs, batch_size=c.batch_size, lr=lr,
         warmup_epochs=c.warmup_epochs, generator=gen, diagnostics=step_diagnostics(c),
-        augmentation=dict(mean=ds.mean, std=ds.std, scale=(c.crop_min_scale, 1.0), generator=gen),
+        augmentation=dict(mean=ds.mean, std=ds.std, scale=(c.crop_min_scale, 1.0), jitter_mode=c.color_jitter,
+                          generator=gen),
         memory_format=layout, desc=f"{c.method} {c.loss} seed {c.seed}", progress=progress)
     loop_s = time.perf_counter() - t_loop
-    train_s = time.perf_counter() - t_start
+    train_s = time.perf_counter() - t_start - init_s
 
     t_eval = time.perf_counter()
     if status == "ok":
         evaluation = evaluate(model, ds, x_train, y_train, c, data_root)
     else:
         evaluation = dict.fromkeys(BACKBONE_METRICS + (NORM_METRICS if c.diagnostics == "norms" else ()), math.nan)
+    if initial:
+        stored_init = initial.pop("stored")
+        evaluation = {**evaluation, **initial, "stored": {**evaluation.get("stored", {}), **stored_init}}
     metrics = {"status": status, **evaluation, "curves": curves, "steps": steps, "train_images": len(keep), "lr": lr}
     if c.diagnostics == "nce":
         metrics.update(epochs_completed=len(curves["info_nce"]), feature_dim=model.feature_dim,
@@ -437,4 +511,4 @@ def train_ssl(config: SSLConfig, *, data_root: str | None = None, progress: bool
                        grad_scale_final=curves["grad_scale"][-1] if curves["grad_scale"] else math.nan)
     else:
         metrics.update(norm_per_step=norm_per_step, step_s=loop_s / max(1, steps))
-    return {**metrics, "train_s": train_s, "eval_s": time.perf_counter() - t_eval}
+    return {**metrics, "train_s": train_s, "eval_s": time.perf_counter() - t_eval + init_s}

@@ -82,7 +82,7 @@ MUTATIONS = (
              ("tests/test_analyses_ssl.py",)),
     Mutation("norms_auroc_verdict", "study 4's OOD verdict reads AUROC below 0.5 as the published direction",
              "lib/studies/embedding_norms.py",
-             (("_direction_verdict(auc - 0.5, p_auc", "_direction_verdict(0.5 - auc, p_auc"),),
+             (("_direction_verdict(auc - 0.5, p, True", "_direction_verdict(0.5 - auc, p, True"),),
              ("tests/test_analyses_ssl.py",)),
     Mutation("norms_auroc_swapped", "lib.stats.auroc scores out-of-distribution samples as in", "lib/stats.py",
              (("a, b = np.asarray(in_scores, dtype=float).ravel(), np.asarray(out_scores, dtype=float).ravel()",

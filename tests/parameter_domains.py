@@ -361,10 +361,11 @@ def embedding_norms(smoke: dict, defaults: dict) -> dict:
         # (a) the sphere
         "pairs": Integer(2, optional=True), "sphere_lr": Number(0.0, low_open=True, optional=True),
         "dim": Integer(2), "tolerance": Number(0.0, 1.0, low_open=True),
-        # (b) latent classes: at least four points per class
+        # (b) latent classes: at least four points per class; sigma and lr default to the named simulation's
+        "latent_simulation": Choice(("authors", "ours")),
         "latent_samples": Integer(4 * len(defaults["class_weights"]), optional=True, partners=("class_weights",)),
-        "latent_sigma": Number(0.0), "latent_steps": Integer(1, optional=True), "latent_lr": Number(0.0, low_open=True),
-        "latent_seeds": seed_count(1, optional=True),
+        "latent_sigma": Number(0.0, optional=True), "latent_epochs": Integer(1, optional=True),
+        "latent_lr": Number(0.0, low_open=True, optional=True), "latent_seeds": seed_count(1, optional=True),
         # (c, d) images
         "dataset": Choice(tuple(d for d in DATASETS if not (shapes_unseen and d in GRAYSCALE)), optional=True,
                           partners=("ood",)),
@@ -382,12 +383,19 @@ def embedding_norms(smoke: dict, defaults: dict) -> dict:
         "cut_simclr": Number(0.0, low_open=True, optional=True),
         "cut_simsiam": Number(0.0, low_open=True, optional=True),
         "grad_scale_power": Number(-4.0, 4.0, optional=True),
+        "grad_scale_recipe": Choice(("authors", "ours")),  # SimCLR GradScale's lr and warm-up
+        "zero_init_residual": Flag(), "color_jitter": Choice(("joint", "separate")),
+        # SimSiam's micro-batches split the smoke batch into at least 2 images each
+        "simsiam_micro_batches": Integer(1, maximum=smoke["batch_size"] // 2, divides=smoke["batch_size"],
+                                         partners=("batch_size",)),
         "seeds": seed_count(1, optional=True),
         # at least 1/128 (the first ResNet stage keeps a channel), at most 16 (8,192 features)
         "width_multiplier": Number(1 / 128, 16.0, optional=True),
         "simsiam_dim": Integer(1, optional=True),
         "epochs": Integer(max(1, math.ceil(smoke["warmup_epochs"])), optional=True, partners=("warmup_epochs",)),
-        "batch_size": Integer(2, optional=True),  # a batch needs negatives and BatchNorm statistics
+        # a batch needs negatives and BatchNorm statistics, and SimSiam's micro-batches at least 2 images each
+        "batch_size": Integer(2 * defaults["simsiam_micro_batches"], multiple_of=defaults["simsiam_micro_batches"],
+                              optional=True, partners=("simsiam_micro_batches",)),
         "warmup_epochs": Number(0.0, smoke["epochs"], optional=True, partners=("epochs",)),
         "probe_steps": Integer(1, optional=True), "workers": Integer(1, optional=True),
         "force": Flag(),

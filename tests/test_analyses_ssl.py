@@ -272,7 +272,7 @@ def test_fit_recovers_the_planted_power_and_the_verdict_follows(power, verdict):
     assert fit["radii"] == len(RADII)
     # linregress's stderr goes through sqrt(1 - r^2): an exact line leaves ~1e-8 of rounding
     assert fit["slope"] == pytest.approx(power, abs=1e-12) and fit["stderr"] == pytest.approx(0, abs=1e-6)
-    conv_row = norms_study.paper_vs_reproduced(fit, table, LATENT, empty_runs(), [], None).iloc[0]
+    conv_row = norms_study.paper_vs_reproduced(fit, table, LATENT, empty_runs(), [], None, None).iloc[0]
     assert conv_row.verdict == verdict
     assert conv_row.ours.startswith(f"{float(power):.3f} ± ")
 
@@ -318,6 +318,22 @@ def test_latent_summary_of_norms_increasing_with_class_weight_is_rho_plus_one():
     assert summary["rho_norm"] == pytest.approx(1.0) and summary["rho_growth"] == pytest.approx(1.0)
     assert summary["rarest_smallest"] == 1.0 and summary["seeds"] == 2
     assert summary["p_norm"] < 0.05
+    # both seeds hit, each with chance 1/4: P(X >= 2) for X ~ Binomial(2, 1/4) = 1/16
+    assert summary["rarest_smallest_count"] == 2 and summary["p_rarest"] == pytest.approx(1 / 16, rel=1e-12)
+
+
+def test_latent_binomial_test_is_the_upper_tail_against_one_in_k():
+    # 8 of 20 seeds with the rarest class smallest (chance 1/4): P(X >= 8), X ~ Binomial(20, 1/4), by hand
+    ends = [[0.5, 2.0, 3.0, 4.0]] * 8 + [[3.5, 2.0, 1.0, 4.0]] * 12
+    summary = norms_study.latent_summary(norms_study.latent_table(latent_results(ends)))
+    tail = sum(math.comb(20, k) * 0.25 ** k * 0.75 ** (20 - k) for k in range(8, 21))
+    assert summary["rarest_smallest_count"] == 8 and summary["seeds"] == 20 and summary["chance"] == 0.25
+    assert summary["p_rarest"] == pytest.approx(tail, rel=1e-9)
+    assert 0.05 < tail < 0.2  # about 0.10: not significant
+    row = norms_table(empty_runs(), latent=summary)
+    row = row[row.quantity.str.startswith("(b)")].iloc[0]
+    assert row.verdict == "direction only, not significant at this scale"
+    assert row.ours.startswith("rarest class smallest in 8 of 20 seeds (chance 5.0; p = 0.1")
 
 
 def test_latent_summary_separates_final_norm_from_growth():
@@ -371,44 +387,55 @@ def test_intervention_table_means_in_percent_and_changes_against_the_same_arms_d
     assert table.loc[("simclr", "balanced", "cut_init"), "runs"] == 2
 
 
-LABELS = ["svhn", "shapes_num_classes10_seed1"]
+LABELS = ["cifar10_classes5-9", "svhn"]  # the near-OOD set (held-out classes), a far one
 
 
-def ood_columns(aurocs, ps, unseen_norms) -> dict:
-    return {key: value for label, a, p, n in zip(LABELS, aurocs, ps, unseen_norms)
-            for key, value in ((f"auroc_{label}", a), (f"auroc_p_{label}", p), (f"norm_mean_{label}", n))}
+def ood_columns(aurocs, ps, unseen_norms, init_aurocs=(np.nan, np.nan)) -> dict:
+    columns = {}
+    for label, a, p, n, a0 in zip(LABELS, aurocs, ps, unseen_norms, init_aurocs):
+        columns.update({f"auroc_{label}": a, f"auroc_p_{label}": p, f"norm_mean_{label}": n,
+                        f"auroc_init_{label}": a0, f"norm_mean_init_{label}": n / 2})
+    return columns
 
 
-def test_ood_table_has_one_row_per_balanced_ok_run_and_unseen_set_with_its_values():
+def ood_run(seed=0, method="simclr", **extra) -> dict:
+    """A row of the runs frame for an OOD run (trained on the seen classes)."""
+    return norms_run(method=method, data="seen_classes", seed=seed, norm_mean_init_test=1.0, **extra)
+
+
+def test_ood_table_has_one_row_per_ood_run_and_unseen_set_with_init_and_trained_values():
     runs = pd.DataFrame([
-        norms_run(seed=0, **ood_columns([0.8, 0.6], [0.001, 0.2], [1.5, 1.8])),
-        norms_run(method="simsiam", intervention="cut_init", **ood_columns([0.3, 0.7], [0.01, 0.04], [2.5, 1.0])),
-        norms_run(seed=1, status="diverged", **ood_columns([0.9, 0.9], [0.0, 0.0], [0.0, 0.0])),   # not ok: left out
-        norms_run(data="imbalanced", **ood_columns([np.nan] * 2, [np.nan] * 2, [np.nan] * 2)),    # not scored
+        ood_run(**ood_columns([0.8, 0.6], [0.001, 0.2], [1.5, 1.8], [0.45, 0.3])),
+        ood_run(method="simsiam", **ood_columns([0.3, 0.7], [0.01, 0.04], [2.5, 1.0], [0.5, 0.9])),
+        ood_run(seed=1, status="diverged", **ood_columns([0.9, 0.9], [0.0, 0.0], [0.0, 0.0])),   # not ok: left out
+        norms_run(**ood_columns([0.9, 0.9], [0.0, 0.0], [0.0, 0.0])),       # a balanced run: not an OOD run
     ])
-    table = norms_study.ood_table(runs, LABELS + ["mnist"])  # mnist: no column, no row
+    table = norms_study.ood_table(runs, LABELS + ["mnist"], near=LABELS[0])  # mnist: no column, no row
     assert len(table) == 4 and set(table.unseen) == set(LABELS)
     row = table[(table.method == "simsiam") & (table.unseen == "svhn")].iloc[0]
-    assert (row.auroc, row.p, row.norm_unseen, row.norm_test, row.intervention) == (0.3, 0.01, 2.5, 2.0, "cut_init")
-    row = table[(table.method == "simclr") & (table.unseen == LABELS[1])].iloc[0]
-    assert (row.auroc, row.p, row.norm_unseen) == (0.6, 0.2, 1.8)
+    assert (row.auroc, row.p, row.norm_unseen, row.norm_test, row.set) == (0.7, 0.04, 1.0, 2.0, "far")
+    assert (row.auroc_init, row.norm_unseen_init, row.norm_test_init) == (0.9, 0.5, 1.0)
+    row = table[(table.method == "simclr") & (table.unseen == LABELS[0])].iloc[0]
+    assert (row.auroc, row.auroc_init, row.p, row.set) == (0.8, 0.45, 0.001, "near")
 
 
 def test_ood_table_accepts_a_label_with_a_decimal_option():
     # lib.evaluation.ood_label({"dataset": "shapes", "dataset_options": {"difficulty": 0.5}})
     label = "shapes_difficulty0.5"
-    runs = pd.DataFrame([norms_run(**{f"auroc_{label}": 0.7, f"auroc_p_{label}": 0.01, f"norm_mean_{label}": 1.0})])
-    assert norms_study.ood_table(runs, [label]).auroc.tolist() == [0.7]
+    runs = pd.DataFrame([ood_run(**{f"auroc_{label}": 0.7, f"auroc_p_{label}": 0.01, f"norm_mean_{label}": 1.0})])
+    assert norms_study.ood_table(runs, [label], near=None).auroc.tolist() == [0.7]
 
 
-LATENT = dict(rho_norm=1.0, p_norm=0.001, rho_growth=1.0, p_growth=0.001, rarest_smallest=1.0, seeds=2)
+LATENT = dict(rho_norm=1.0, p_norm=0.001, rho_growth=1.0, p_growth=0.001, rarest_smallest=1.0,
+              rarest_smallest_count=20, seeds=20, chance=0.25, p_rarest=0.25 ** 20)
 FIT = dict(slope=2.0, stderr=0.01, ci=0.03, radii=5)
 
 
-def norms_table(runs: pd.DataFrame, labels=(), stand_in=None, convergence=None) -> pd.DataFrame:
+def norms_table(runs: pd.DataFrame, labels=(), stand_in=None, convergence=None, near=None,
+                latent=None) -> pd.DataFrame:
     convergence = convergence if convergence is not None else norms_study.convergence_table(
         sphere_result(RADII, [int(16 * r ** 2) for r in RADII]))
-    return norms_study.paper_vs_reproduced(FIT, convergence, LATENT, runs, list(labels), stand_in)
+    return norms_study.paper_vs_reproduced(FIT, convergence, latent or LATENT, runs, list(labels), near, stand_in)
 
 
 @pytest.mark.parametrize("aurocs,ps,expected", [
@@ -420,11 +447,31 @@ def norms_table(runs: pd.DataFrame, labels=(), stand_in=None, convergence=None) 
     ((0.7, 0.9), (0.001, 0.3), "direction only, not significant at this scale"),
 ])
 def test_auroc_verdict_reads_the_direction_against_one_half(aurocs, ps, expected):
-    runs = pd.DataFrame([norms_run(seed=i, auroc_svhn=a, auroc_p_svhn=p) for i, (a, p) in enumerate(zip(aurocs, ps))])
-    table = norms_table(runs, labels=["svhn"])
-    row = table[table.quantity.str.contains(r"\(svhn\): AUROC")].iloc[0]
+    near = LABELS[0]
+    runs = pd.DataFrame([ood_run(seed=i, **{f"auroc_{near}": a, f"auroc_p_{near}": p, f"auroc_init_{near}": 0.5})
+                         for i, (a, p) in enumerate(zip(aurocs, ps))])
+    table = norms_table(runs, labels=[near], near=near)
+    row = table[table.quantity.str.contains("near-OOD")].iloc[0]
     assert row.verdict == expected
-    assert row.ours == f"{np.mean(aurocs):.3f} (largest p over 2 seed(s) = {max(ps):.2g})"
+    assert row.ours == (f"trained {np.mean(aurocs):.3f} (largest p over 2 seed(s) = {max(ps):.2g}); "
+                        "at initialisation 0.500")
+
+
+def test_ood_rows_put_the_near_set_first_and_mark_an_ordering_already_there_at_initialisation():
+    runs = pd.DataFrame([ood_run(**ood_columns([0.8, 0.9], [0.001, 0.001], [1.0, 1.0], [0.85, 0.2]))])
+    table = norms_table(runs, labels=LABELS[::-1], near=LABELS[0])  # the far set listed first
+    ood = table[table.quantity.str.contains("unseen data")]
+    assert "near-OOD, the primary test" in ood.quantity.iloc[0] and "secondary: far-OOD svhn" in ood.quantity.iloc[1]
+    # near: 0.8 trained but 0.85 at initialisation: the ordering was there before training
+    assert ood.verdict.iloc[0] == ("reproduced (direction and p < 0.05); but no higher than at initialisation "
+                                   "(0.850): not learned")
+    assert ood.verdict.iloc[1] == "reproduced (direction and p < 0.05)"  # 0.2 -> 0.9: learned
+
+
+def test_without_ood_runs_the_ood_claim_is_not_measured():
+    table = norms_table(pd.DataFrame([norms_run()]), labels=LABELS, near=LABELS[0])
+    row = table[table.quantity.str.contains("unseen data")]
+    assert len(row) == 1 and row.verdict.item() == "not measured"
 
 
 def test_confidence_and_latent_rows_follow_their_planted_direction():
@@ -480,13 +527,13 @@ def test_intervention_rows_report_a_loss_as_no_gain():
 
 def test_stand_in_wording_marks_image_rows_only():
     runs = pd.concat([intervention_runs(0.20, {"cut_init": 0.25}, 0.50, 0.53),
-                      pd.DataFrame([norms_run(seed=5, auroc_svhn=0.8, auroc_p_svhn=0.001)])], ignore_index=True)
+                      pd.DataFrame([ood_run(seed=5, auroc_svhn=0.8, auroc_p_svhn=0.001)])], ignore_index=True)
     marked = norms_table(runs, labels=["svhn"], stand_in="shapes")
     plain = norms_table(runs, labels=["svhn"], stand_in=None)
     suffix = "; measured on shapes, not on CIFAR"
     images = marked.quantity.str.startswith(("(c) SimSiam on imbalanced", "(c) SimCLR", "(d)"))
     measured = marked.verdict != "not measured"
-    assert images.sum() == 4  # the two (c) rows; simclr's confidence and AUROC rows (simsiam ran imbalanced only)
+    assert images.sum() == 4  # the two (c) rows; simclr's confidence and OOD rows (simsiam ran imbalanced only)
     assert (marked[images & measured].verdict == plain[images & measured].verdict + suffix).all()
     assert not marked[~images].verdict.str.contains("measured on").any()
     assert not plain.verdict.str.contains("measured on").any()

@@ -167,7 +167,7 @@ def test_views_have_the_right_shapes_and_dtype():
     assert simclr_augment(x1, mean=(0.5,), std=(0.2,), generator=gen(0)).shape == (5, 1, 16, 16)
     p = draw_simclr_params(9, 32, 32, generator=gen(0))
     assert isinstance(p, SimCLRParams)
-    assert [t.shape for t in p] == [(9, 4), (9,), (9,), (9, 4), (9, 4), (9,)]
+    assert [t.shape for t in p] == [(9, 4), (9,), (9, 4), (9, 4), (9, 4), (9,)]
     assert [t.dtype for t in p] == [torch.int64, torch.bool, torch.bool, torch.float32, torch.int64, torch.bool]
 
 
@@ -198,7 +198,8 @@ def test_parameters_stay_in_their_ranges_with_the_right_frequencies():
     assert bool((p.order.sort(dim=1).values == torch.arange(4)).all())  # permutations
     assert len(torch.unique(p.order, dim=0)) == 24  # all 4! orders occur
     # Binomial frequencies within 5 standard deviations.
-    for flags, prob in ((p.flip, 0.5), (p.jitter, 0.8), (p.grayscale, 0.2)):
+    assert (p.jitter == p.jitter[:, :1]).all()  # SimCLR's one jitter op: all four ops or none
+    for flags, prob in ((p.flip, 0.5), (p.jitter[:, 0], 0.8), (p.grayscale, 0.2)):
         assert abs(flags.double().mean().item() - prob) < 5 * math.sqrt(prob * (1 - prob) / b)
 
 
@@ -233,7 +234,7 @@ def test_given_parameters_give_torchvision_functional_ops_per_image():
                               interpolation=T.InterpolationMode.BILINEAR, antialias=False)
         if p.flip[i]:
             img = TF.horizontal_flip(img)
-        if p.jitter[i]:
+        if p.jitter[i, 0]:
             for op in p.order[i].tolist():
                 img = ops[op](img, p.factors[i, op].item())
         if p.grayscale[i]:
