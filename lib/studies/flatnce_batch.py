@@ -241,8 +241,7 @@ def factor_by_batch(out: dict) -> pd.DataFrame:
     cells = out["cells"]
     wide = cells.pivot(index="batch_size", columns="loss", values=["info_nce_final", "info_nce_factor_final"])
     wide.columns = [f"{value}_{loss}" for value, loss in wide.columns]
-    ceiling = cells.groupby("batch_size").info_nce_ceiling.first()
-    return pd.concat([ceiling, wide], axis=1).reset_index()
+    return cells.groupby("batch_size")[["info_nce_ceiling"]].first().join(wide).reset_index()
 
 
 def gradient_identity_error(n: int = 8, dim: int = 16, temperature: float = 0.1, seed: int = 0) -> float:
