@@ -18,8 +18,10 @@ folder) and prints its wall time against the profile's budget (README, Profiles)
 
 ``--device cuda`` is the project's one prepared GPU check, short enough for a lent GPU's few minutes:
 the CFF step at the paper's model (L=8, E=128, batch 512) on the GPU, one seed; a cell's 7 seeds as one
-batched model (``lib.batched``) against the one-seed step run 7 times (images/s and the ratio); and the
-batched-equals-separate tests of ``tests/test_batched.py`` on CUDA.
+batched model (``lib.batched``) against the one-seed step run 7 times (images/s and the ratio); the
+SimCLR step (ResNet-18 width 1, batch 512, two views) and study 5's largest batch (its paper profile's,
+a FlatNCE step), images/s or the out-of-memory error; and the batched-equals-separate tests of
+``tests/test_batched.py`` on CUDA.
 """
 from __future__ import annotations
 
@@ -44,7 +46,7 @@ from lib.losses import margin_schedule
 from lib.optim import scaled_lr
 from lib.results import ResultsStore
 from lib.ssl import SSLConfig, build_model, build_optimizer, keep_freed_memory, make_step
-from lib.studies import margin_factorial
+from lib.studies import flatnce_batch, margin_factorial
 from lib.sweep import run_sweep
 
 PAPER_CFF = dict(embed_dim=128, heads=4, layers=8, patch=4)
@@ -209,40 +211,52 @@ SIMCLR_WIDTHS = (1.0, 0.5, 0.25)
 
 def simclr_step_rate(batch: int = 256, width_multiplier: float = 1.0, *, repeat: int = 3, channels_last: bool = True,
                      keep_memory: bool = True, loss: str = "infonce", optimizer: str = "lars",
-                     x_uint8: torch.Tensor | None = None) -> dict:
-    """Images/s and model FLOPs per image of one full SimCLR training step on the CPU.
+                     x_uint8: torch.Tensor | None = None, device: str = "cpu", count_flops: bool = True) -> dict:
+    """Images/s and model FLOPs per image of one full SimCLR training step on ``device``.
 
-    The step is :func:`lib.ssl.train_ssl`'s (``make_step`` of an ``SSLConfig`` with SimCLR's
-    defaults): two augmented views of ``batch`` images (from ``x_uint8``, uint8 [>= batch, 3, 32, 32];
-    procedural 32x32 images if None), forward and backward through ResNet-18 and projector as one
-    batch of 2 x ``batch``, the loss, and the optimizer's update. FLOPs are counted by
-    ``torch.utils.flop_counter`` over one step (convolutions and matrix products, forward and
-    backward). ``keep_memory`` calls :func:`lib.ssl.keep_freed_memory` first, as training does
-    (process-wide: whatever runs later in the process keeps it). Returns ``batch``,
-    ``width_multiplier``, ``images_per_s``, ``gflop_per_image``, ``gflops`` (achieved rate) and
-    ``data_share`` (the augmentation's share of the step time).
+    The step is :func:`lib.ssl.train_ssl`'s (``make_step`` of an ``SSLConfig`` with its defaults,
+    FLAT's recipe): two augmented views of ``batch`` images (from ``x_uint8``, uint8 [>= batch, 3, 32,
+    32]; procedural 32x32 images if None), augmented on ``device``, forward and backward through
+    ResNet-18 and projector as one batch of 2 x ``batch``, the loss, and the optimizer's update.
+    With ``count_flops``, FLOPs are counted by ``torch.utils.flop_counter`` over one step
+    (convolutions and matrix products, forward and backward); without, the FLOP columns are NaN.
+    ``keep_memory`` calls :func:`lib.ssl.keep_freed_memory` first, as training does (process-wide:
+    whatever runs later in the process keeps it). Returns ``batch``, ``width_multiplier``,
+    ``images_per_s``, ``gflop_per_image``, ``gflops`` (achieved rate) and ``data_share`` (the
+    augmentation's share of the step time).
     """
     if keep_memory:
         keep_freed_memory()
     if x_uint8 is None:
         x_uint8 = load_dataset("shapes", image_size=32, n_train=max(batch, 10), n_test=10).x_train
-    x = x_uint8[:batch]
+    if len(x_uint8) < batch:
+        raise ValueError(f"batch={batch} needs at least as many images; x_uint8 has {len(x_uint8)}")
+    x = x_uint8[:batch].to(device)
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(0)
     memory_format = torch.channels_last if channels_last else torch.contiguous_format
-    c = SSLConfig(loss=loss, optimizer=optimizer, width_multiplier=width_multiplier, batch_size=batch)
-    model = build_model(c, x.shape[1]).to(memory_format=memory_format)
+    c = SSLConfig(loss=loss, optimizer=optimizer, width_multiplier=width_multiplier, batch_size=batch, device=device)
+    model = build_model(c, x.shape[1]).to(device, memory_format=memory_format)
     step = make_step(model, build_optimizer(model, c, scaled_lr(c.lr, batch, c.lr_scaling)), c)
     mean, std = (0.49, 0.48, 0.45), (0.25, 0.24, 0.26)
+
+    def synced(fn):
+        def run():
+            fn()
+            if x.is_cuda:
+                torch.cuda.synchronize(x.device)
+        return run
 
     def views():
         return simclr_views(x, mean=mean, std=std, generator=gen).contiguous(memory_format=memory_format)
 
-    with FlopCounterMode(display=False) as counter:
-        step(views())
-    step_s = timed(lambda: step(views()), repeat=repeat)
-    data_s = timed(views, repeat=max(3, repeat))
-    flops_per_image = counter.get_total_flops() / batch
+    flops_per_image = float("nan")
+    if count_flops:
+        with FlopCounterMode(display=False) as counter:
+            step(views())
+        flops_per_image = counter.get_total_flops() / batch
+    step_s = timed(synced(lambda: step(views())), repeat=repeat)
+    data_s = timed(synced(views), repeat=max(3, repeat))
     return dict(batch=batch, width_multiplier=width_multiplier, images_per_s=batch / step_s,
                 gflop_per_image=flops_per_image / 1e9, gflops=flops_per_image * batch / step_s / 1e9,
                 data_share=data_s / step_s)
@@ -292,6 +306,28 @@ def gpu_cell_rates(ds, *, seeds: int = 7, batch: int = 512, repeat: int = 5, dev
                 batched_images_per_s=seeds * batch / cell_s, ratio=(seeds * batch / cell_s) / (batch / one_s))
 
 
+def simclr_gpu_rows(x_uint8: torch.Tensor, *, repeat: int, device: str = "cuda", width_multiplier: float = 1.0,
+                    batch: int = 512, largest: int | None = None) -> list[dict]:
+    """The GPU check's SimCLR rows: the InfoNCE step at ``batch`` (two views) and study 5's FlatNCE step at
+    ``largest`` (None: the largest batch of its paper profile), both with :func:`simclr_step_rate` at
+    ``width_multiplier`` on ``device``. Each row has a ``label`` and either ``images_per_s`` or, when the
+    device ran out of memory, ``oom`` (the error's first line)."""
+    largest = largest or flatnce_batch.PROFILES["paper"]["batch_sizes"][-1]
+    rows = []
+    for label, loss, b in ((f"SimCLR step, InfoNCE, batch {batch}", "infonce", batch),
+                           (f"study 5's largest batch: FlatNCE step, batch {largest}", "flatnce", largest)):
+        row = dict(label=label, batch=b)
+        try:
+            row.update(simclr_step_rate(b, width_multiplier, repeat=repeat, loss=loss, x_uint8=x_uint8, device=device,
+                                        count_flops=False))
+        except torch.OutOfMemoryError as err:
+            row["oom"] = str(err).strip().splitlines()[0]
+        if str(device).startswith("cuda"):
+            torch.cuda.empty_cache()
+        rows.append(row)
+    return rows
+
+
 def gpu_check(data_root: str | None, *, quick: bool, device: str = "cuda") -> int:
     """The prepared GPU check (module docstring). Returns 0 when the CUDA tests pass."""
     if not torch.cuda.is_available():
@@ -306,6 +342,11 @@ def gpu_check(data_root: str | None, *, quick: bool, device: str = "cuda") -> in
     print(f"| a cell of {r['seeds']} seeds, one seed at a time (cff_step) | {r['one_seed_images_per_s']:.0f} |")
     print(f"| a cell of {r['seeds']} seeds, batched (lib.batched) | {r['batched_images_per_s']:.0f} |")
     print(f"| batched / loop | {r['ratio']:.2f}x |", flush=True)
+    print("\n| SimCLR step (ResNet-18 width 1, CIFAR stem, two views, LARS; FLAT's recipe) | images/s |", flush=True)
+    print("| --- | --- |")
+    for row in simclr_gpu_rows(ds.x_train, repeat=2 if quick else 5, device=device):
+        rate = f"{row['images_per_s']:.0f}" if "oom" not in row else f"out of memory: {row['oom']}"
+        print(f"| {row['label']} | {rate} |", flush=True)
     tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "tests/test_batched.py", "-k", "cuda"],
                            cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True)
     summary = tests.stdout.strip().splitlines()[-1] if tests.stdout.strip() else tests.stderr.strip()

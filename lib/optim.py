@@ -14,6 +14,10 @@ import torch.nn as nn
 
 OPTIMIZERS = ("lars", "sgd", "adam")
 LR_SCALINGS = ("linear", "sqrt", "none")
+# The base rate each batch-size rule is published with: lr = 0.3 x B / 256 is FLAT's (FlatCLR main.py: --lr
+# 0.6 at --batch_size 512, help "0.3*batch_size/256") [code]; lr = 0.075 x sqrt(B) is SimCLR's small-batch rule
+# (Chen et al. 2020, appendix B.1), which FlatCLR's README lists beside the linear one.
+BASE_LR = {"linear": 0.3, "sqrt": 0.075}
 
 
 class LARS(torch.optim.Optimizer):
@@ -100,7 +104,8 @@ def make_optimizer(model: nn.Module, name: str, *, lr: float, momentum: float = 
 
 def scaled_lr(lr: float, batch_size: int, rule: str) -> float:
     """The learning rate for ``batch_size`` images per step: ``linear`` lr * B / 256 (SimCLR's and
-    FLAT's default), ``sqrt`` lr * sqrt(B) (SimCLR's choice for small batches), ``none`` lr."""
+    FLAT's default), ``sqrt`` lr * sqrt(B) (SimCLR's choice for small batches), ``none`` lr.
+    :data:`BASE_LR` holds the published ``lr`` of the first two."""
     if rule == "linear":
         return lr * batch_size / 256
     if rule == "sqrt":
@@ -108,6 +113,11 @@ def scaled_lr(lr: float, batch_size: int, rule: str) -> float:
     if rule == "none":
         return lr
     raise ValueError(f"rule={rule!r} is not allowed; choose one of {', '.join(LR_SCALINGS)}")
+
+
+def lr_formula(lr: float, rule: str) -> str:
+    """:func:`scaled_lr`'s rate as a formula in the batch size B: "0.3 × B / 256", "0.075 × √B" or "0.3"."""
+    return {"linear": f"{lr:g} × B / 256", "sqrt": f"{lr:g} × √B"}.get(rule, f"{lr:g}")
 
 
 def warmup_cosine(step: int, total_steps: int, warmup_steps: int) -> float:

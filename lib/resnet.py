@@ -88,12 +88,13 @@ class ResNet18(nn.Module):
 class Projector(nn.Module):
     """SimCLR's projection head: Linear(d -> hidden) [-BN] -ReLU- Linear(hidden -> out_dim).
 
-    ``batch_norm=True`` gives Linear-BN-ReLU-Linear; ``False`` the plain Linear-ReLU-Linear head of
-    FLAT's and the NORMS authors' code [code]. The hidden Linear has no bias when a BatchNorm
-    follows it (the BN shift replaces it).
+    ``batch_norm=False`` (the default) gives the plain Linear-ReLU-Linear head of FLAT's code
+    (FlatCLR models/utils.py: ProjectionHead, nonlinear mode, ``use_bn=False``) and of the NORMS
+    authors' [code]; ``True`` SimCLR's Linear-BN-ReLU-Linear. The hidden Linear has no bias when a
+    BatchNorm follows it (the BN shift replaces it).
     """
 
-    def __init__(self, in_dim: int, hidden_dim: int, out_dim: int = 128, *, batch_norm: bool = True):
+    def __init__(self, in_dim: int, hidden_dim: int, out_dim: int = 128, *, batch_norm: bool = False):
         super().__init__()
         for name, value in (("in_dim", in_dim), ("hidden_dim", hidden_dim), ("out_dim", out_dim)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -114,7 +115,7 @@ class SimCLRNet(nn.Module):
     ``features`` the backbone features h that kNN and the linear probe use."""
 
     def __init__(self, channels: int = 3, width_multiplier: float = 1.0, *, hidden_dim: int | None = None,
-                 out_dim: int = 128, projector_bn: bool = True, zero_init_residual: bool = False):
+                 out_dim: int = 128, projector_bn: bool = False, zero_init_residual: bool = False):
         super().__init__()
         self.backbone = ResNet18(channels, width_multiplier, zero_init_residual=zero_init_residual)
         self.feature_dim = self.backbone.feature_dim

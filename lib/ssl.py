@@ -67,13 +67,13 @@ class SSLConfig(Config):
     width_multiplier: float = 1.0       # ResNet-18 channel multiplier: 512 * width_multiplier features
     projector_dim: int = 128            # SimCLR: output width [code]; SimSiam: projector and predictor width D (2048)
     projector_hidden: int = 0           # SimCLR: hidden width (0 = the feature dimension); SimSiam: 0 (D wide)
-    projector_bn: bool = True           # SimCLR: Linear-BN-ReLU-Linear; False: FLAT's and NORMS' plain head [code]
+    projector_bn: bool = False          # False: FLAT's and NORMS' Linear-ReLU-Linear [code]; True: SimCLR's with BN
     predictor_hidden: int = 0           # SimSiam: predictor bottleneck (0 = D / 4, the paper's 2048 -> 512 -> 2048)
     epochs: int = 100                   # FLAT [code]
     batch_size: int = 256
     optimizer: str = "lars"             # lars | sgd | adam (FLAT: lars [code]; NORMS: sgd [code])
-    lr: float = 0.3                     # base rate, scaled by lr_scaling
-    lr_scaling: str = "linear"          # linear: lr * B / 256 (FLAT); sqrt: lr * sqrt(B); none: lr
+    lr: float = 0.3                     # base rate, scaled by lr_scaling (FLAT: 0.3 [code]; lib.optim.BASE_LR)
+    lr_scaling: str = "linear"          # linear: lr * B / 256 (FLAT [code]); sqrt: lr * sqrt(B); none: lr
     momentum: float = 0.9               # lars and sgd
     weight_decay: float = 1e-6          # FLAT and NORMS' SimCLR [code]; NORMS' SimSiam 5e-4 [code]
     exclude_bias_and_norm: bool = True  # biases and norm parameters: no weight decay, no LARS adaptation (SimCLR)
@@ -169,7 +169,8 @@ class SSLConfig(Config):
         """Today's config of a record written by ``lib.ssl.train_simclr`` (study 5) or
         ``lib.norms.train_norms`` (study 4), or of one in today's form. Fields added since take their
         defaults, which are the settings those runs had (issue 17's ``zero_init_residual``,
-        ``color_jitter``, ``micro_batch``, ``train_classes``)."""
+        ``color_jitter``, ``micro_batch``, ``train_classes``), except ``projector_bn``: a record without
+        it was made while the default was True (SimCLR's head with BatchNorm)."""
         v = dict(values)
         if "simclr_loss" in v:  # train_norms: the loss named per method, SimCLR's hidden width 0 = its output width
             simclr_loss = v.pop("simclr_loss")
@@ -183,6 +184,7 @@ class SSLConfig(Config):
             v.update(method="simclr", diagnostics="nce", recalibrate_bn=False)
         if "width" in v:
             v["width_multiplier"] = v.pop("width")
+        v.setdefault("projector_bn", True)  # the default until issue 17 (then FLAT's head, without BatchNorm)
         return cls.from_dict(v)
 
 

@@ -35,12 +35,15 @@
 # whose InfoNCE is already small. Where InfoNCE stays near its ceiling, 1 − e^(−l) is close to 1
 # for every anchor and the two losses nearly coincide.
 #
-# **Decisions [ours]** for the `smoke`, `quick` and `cpu` profiles, which train for a few epochs: LARS
-# changes each layer by lr × 10⁻³ × ‖w‖ per step, so at FLAT's lr = 0.3 × B / 256 a few hundred
-# steps barely move the weights; these profiles scale the rate as lr = 0.6 × √B instead (eight times
-# SimCLR's small-batch rule 0.075 × √B; at 0.3 × √B half the quick seeds failed to take off within
-# the budget). Every batch size trains for the same number of epochs, as in the paper,
-# so a larger batch takes fewer steps: the tables keep the step count beside the accuracy.
+# **Recipe**: FLAT's code [code] in every profile — LARS with the linear rule lr = 0.3 × B / 256, 10% of
+# the epochs as warm-up, a projector without BatchNorm; the fidelity table below compares every setting
+# with FlatCLR's files. At this rate a short profile moves the weights little, so InfoNCE stays nearer its
+# ceiling than in the paper; the per-batch-size table of 1 − e^(−InfoNCE) says how much room that leaves
+# FlatNCE. The square-root rule lr = 0.075 × √B (SimCLR's small-batch rule, Chen et al. 2020,
+# appendix B.1) is a named option [ours], `-p lr_scaling sqrt`, and SimCLR's BatchNorm projector is
+# `-p projector_bn True` [ours]; both write a variant. Every batch size trains for the same number of
+# epochs, as in the paper, so a larger batch takes fewer steps: the tables keep the step count beside
+# the accuracy.
 #
 # Evidence tags: **[code]** read in FLAT's public code, **[paper]** the paper's abstract,
 # **[summary]** secondary summaries (approximate), **[ours]** our decision. Specification:
@@ -61,8 +64,9 @@ epochs: Optional[int] = None  # training epochs at every batch size (FLAT's code
 warmup_epochs: Optional[float] = None  # linear warm-up epochs, then cosine to 0 (FLAT's code: 10)
 width_multiplier: Optional[float] = None  # ResNet-18 channel multiplier: 512 * width_multiplier features (paper: 1)
 optimizer: Optional[str] = None  # lars | sgd | adam (FLAT's code: lars)
-lr: Optional[float] = None  # base learning rate, scaled by lr_scaling (FLAT's code: 0.3)
-lr_scaling: Optional[str] = None  # linear: lr * B / 256 (FLAT) | sqrt: lr * sqrt(B) | none: lr
+lr_scaling: Optional[str] = None  # linear: lr * B / 256 (FLAT's code) | sqrt: lr * sqrt(B) [ours]
+lr: Optional[float] = None  # base rate; None: the rule's published one (linear 0.3 [code], sqrt 0.075 SimCLR)
+projector_bn: Optional[bool] = None  # BatchNorm in the projector's hidden layer (FLAT's code: none; SimCLR: yes)
 temperature: Optional[float] = None  # softmax temperature of both losses (None: SSLConfig's 0.1) [code]
 train_subset: Optional[int] = None  # use this many training images (0: all)
 workers: Optional[int] = None  # runs in parallel processes; the cores are divided among them
@@ -80,6 +84,7 @@ from IPython.display import Markdown, display
 
 from lib.data import get_dataset
 from lib.notebook import setup
+from lib.optim import lr_formula
 from lib.studies import flatnce_batch as study
 
 nb = setup(study, globals())  # checks every parameter and loads the data before any compute; says where results go
@@ -92,13 +97,14 @@ scale = pd.DataFrame([
               f"{len(ds.y_test)} test images"), "CIFAR-10: 50,000 training, 10,000 test images"),
     ("backbone", f"ResNet-18, width {settings['width_multiplier']:g} "
                  f"({round(64 * settings['width_multiplier']) * 8} features)",
-     "ResNet-18, width 1 (512 features)"),
+     "ResNet-18 (--model res18), width 1 (512 features)"),
     ("batch sizes", ", ".join(map(str, settings["batch_sizes"])),
      f"{paper['batch_sizes'][0]} ... {paper['batch_sizes'][-1]}"),
     ("epochs (warm-up)", f"{settings['epochs']} ({settings['warmup_epochs']:g})",
      f"{paper['epochs']} ({paper['warmup_epochs']:g})"),
-    ("optimizer, learning rate", f"{settings['optimizer']}, {settings['lr']:g} with {settings['lr_scaling']} scaling",
-     "lars, 0.3 x B / 256 (linear)"),
+    ("optimizer, learning rate", f"{settings['optimizer']}, {lr_formula(settings['lr'], settings['lr_scaling'])}",
+     "lars, 0.3 × B / 256"),
+    ("projector", "with BatchNorm" if settings["projector_bn"] else "without BatchNorm", "without BatchNorm"),
     ("seeds per cell", str(settings["seeds"]), "not stated"),
 ], columns=["", f"this run ({settings['profile']})", "paper (FLAT [code])"])
 display(Markdown(f"Device: {settings['device']}."))
@@ -111,6 +117,20 @@ if settings["profile"] != "paper":
            else f"{train_images} CIFAR-10 images instead of 50,000")
         + ". It shows the mechanism and the direction of effects at this scale, not the paper's accuracies; "
           "a \"not reproduced\" below is a statement about this scale."))
+
+# %% [markdown]
+# ## Fidelity to the original code
+# Every setting of these runs beside FLAT's public code (Junya-Chen/FlatCLR: `main.py`, `models/utils.py`,
+# `models/resnet.py`, `optimizer/`, `flatclr.py`, `data_aug/`, `train_fc.py`), with the file it is read in
+# and its evidence tag; each difference is marked [ours] with its reason. Where FLAT's code leaves a setting
+# to the command line, the original is `main.py`'s default. The table is built from the run configs and the
+# network they build (`lib.fidelity`), so a changed parameter shows up in it.
+
+# %%
+from lib.fidelity import flat_fidelity_table
+
+display(flat_fidelity_table(configs, settings, data_root=data_root)
+        .style.set_properties(**{"text-align": "left"}).hide(axis="index"))
 
 # %% [markdown]
 # ## Runs
@@ -195,7 +215,8 @@ if not diagnostics.empty:
 # ## The log-K ceiling against the batch size
 # Final-epoch InfoNCE against log(2N − 1), and the gradient-scale factor, per batch size. The gap
 # between InfoNCE and its ceiling is the mutual-information bound the run certifies; the factor is
-# how much InfoNCE damps its own gradient.
+# how much InfoNCE damps its own gradient. The table gives, per batch size and loss, the final-epoch
+# InfoNCE and 1 − e^(−InfoNCE) of it (means over seeds): the factor the verdict below reads.
 
 # %%
 final = ok_runs.assign(bound=ok_runs.info_nce_ceiling - ok_runs.info_nce_final)
@@ -213,8 +234,9 @@ for ax in (left, right):
     ax.set_xlabel("batch size N (log2 axis)")
 plt.tight_layout()
 plt.show()
-display(final.groupby(["batch_size", "loss"])[["info_nce_ceiling", "info_nce_final", "bound", "grad_scale_final"]]
-        .mean().reset_index())
+factors = study.factor_by_batch(out)
+store.write_frame("gradient_scale_by_batch", factors)
+display(factors)
 
 # %% [markdown]
 # ## The gradient identity

@@ -414,7 +414,8 @@ def flatnce_batch(smoke: dict, defaults: dict) -> dict:
         "width_multiplier": Number(1 / 128, 16.0, optional=True),
         "optimizer": Choice(("lars", "sgd", "adam"), optional=True),
         "lr": Number(0.0, low_open=True, optional=True),
-        "lr_scaling": Choice(("linear", "sqrt", "none"), optional=True),
+        "lr_scaling": Choice(("linear", "sqrt"), optional=True),  # the rules with a published base rate
+        "projector_bn": Flag(optional=True),
         "temperature": Number(0.0, low_open=True, optional=True),
         "train_subset": Integer(0, optional=True), "workers": Integer(1, optional=True),
         "device": Choice(DEVICES), "force": Flag(),

@@ -325,9 +325,9 @@ def test_width_scales_every_stage_and_the_feature_dimension(width, dim):
 
 
 def test_projector_is_linear_bn_relu_linear_or_without_bn():
-    kinds = [type(m) for m in Projector(16, 32, 8).net]
+    kinds = [type(m) for m in Projector(16, 32, 8, batch_norm=True).net]
     assert kinds == [nn.Linear, nn.BatchNorm1d, nn.ReLU, nn.Linear]
-    assert [type(m) for m in Projector(16, 32, 8, batch_norm=False).net] == [nn.Linear, nn.ReLU, nn.Linear]
+    assert [type(m) for m in Projector(16, 32, 8).net] == [nn.Linear, nn.ReLU, nn.Linear]
 
 
 # --------------------------------------------------------------------------------- LARS

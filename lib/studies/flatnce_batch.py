@@ -11,16 +11,20 @@ factor is small and InfoNCE's gradient shrinks with it; FlatNCE's does not. With
 ratio fixes each layer's step size, a uniform scale of the gradient cancels: what is left is the
 reweighting of anchors, towards those with small l_i.
 
+The recipe is FLAT's [code] (FlatCLR ``main.py``, ``models/utils.py``; the fidelity table is
+:func:`lib.fidelity.flat_fidelity_table`): LARS at lr = 0.3 x B / 256 and a projector without
+BatchNorm in every profile. The learning-rate rule is the ``lr_scaling`` parameter: ``linear`` (FLAT's,
+the default) or ``sqrt``, lr = 0.075 x sqrt(B) (SimCLR's small-batch rule, Chen et al. 2020 appendix
+B.1) [ours], an option that no profile runs; ``lr`` left as None takes the rule's published base rate
+(:data:`lib.optim.BASE_LR`). ``projector_bn=True`` gives SimCLR's head with BatchNorm [ours].
+
 Decisions where STUDIES.md is silent [ours]:
-- The ``smoke``, ``quick`` and ``cpu`` profiles train for a few epochs only. LARS's step is
-  lr x 1e-3 x ||w|| per layer, so at FLAT's 0.3 x B / 256 a few hundred steps barely move the
-  weights; these profiles use square-root scaling, lr = 0.6 x sqrt(B) (eight times SimCLR's
-  small-batch rule 0.075 x sqrt(B)), the smallest rate at which every seed learned (the rates tried:
-  docs/notes/ssl.md).
-- The paper profile runs FLAT's projector without BatchNorm [code]; the shorter profiles keep
-  SimCLR's Linear-BN-ReLU-Linear head, which is the library default.
 - Every run sees the same number of epochs, as in the paper, so a larger batch takes fewer steps;
-  the run table keeps the step count beside the accuracy.
+  the run table keeps the step count beside the accuracy. Warm-up is FLAT's 10% of the epochs.
+- The verdict's gradient-scale factor per batch size is 1 - e^(-l) of each run's final-epoch InfoNCE l
+  (``info_nce_final``); the per-anchor mean of 1 - e^(-l_i) (``grad_scale_final``) is kept beside it.
+- Until issue 17 the short profiles ran lr = 0.6 x sqrt(B) (8x SimCLR's rule, 23-90x FLAT's at
+  their batches) with BatchNorm in the projector (docs/notes/ssl.md).
 """
 from __future__ import annotations
 
@@ -32,7 +36,7 @@ import torch
 
 from lib import losses, params, ssl, stats
 from lib.data import DATASETS
-from lib.optim import LR_SCALINGS, OPTIMIZERS
+from lib.optim import BASE_LR, OPTIMIZERS, lr_formula
 from lib.ssl import SSLConfig, train_ssl
 from lib.studies import common
 
@@ -49,30 +53,35 @@ PUBLISHED_IMAGENET = {100: (56.74, 54.62), 90: (56.25, 53.98)}
 PUBLISHED_TRANSFER = {"CIFAR-10": 0.28, "CIFAR-100": 0.36, "SUN397": 1.69}
 
 # Everything a profile sets (SSLConfig fields by name, and the study's batch_sizes, seeds and workers); a
-# notebook parameter left as None takes the profile's value, else SSLConfig's default.
+# notebook parameter left as None takes the profile's value, else SSLConfig's default; ``lr`` left as None
+# takes lr_scaling's published base rate (lib.optim.BASE_LR). Every profile runs FLAT's recipe [code]: LARS
+# at 0.3 x B / 256, warm-up 10% of the epochs, a projector without BatchNorm.
 PROFILES = {
     "smoke": dict(dataset="shapes", dataset_options={"num_classes": 10, "difficulty": 0.5, "n_train": 128, "n_test": 64,
                                                      "image_size": 32},
                   batch_sizes=[16, 32], seeds=2, epochs=1, warmup_epochs=0.0, width_multiplier=0.125, optimizer="lars",
-                  lr=0.6, lr_scaling="sqrt", train_subset=0, probe_steps=20, projector_bn=True, workers=1),
+                  lr_scaling="linear", train_subset=0, probe_steps=20, projector_bn=False, workers=1),
     # 3 batch sizes x 2 losses x 2 seeds = 12 runs on 1,024 procedural images: about 2-3 minutes on 2 cores.
     "quick": dict(dataset="shapes", dataset_options={"num_classes": 10, "difficulty": 0.5, "n_train": 1024,
                                                      "n_test": 500, "image_size": 32},
                   batch_sizes=[16, 64, 256], seeds=2, epochs=5, warmup_epochs=0.5, width_multiplier=0.125,
-                  optimizer="lars", lr=0.6, lr_scaling="sqrt", train_subset=0, probe_steps=200, projector_bn=True,
+                  optimizer="lars", lr_scaling="linear", train_subset=0, probe_steps=200, projector_bn=False,
                   workers=2),
     # The 10,000-image CIFAR-10 subset of ../shared/data: 5 batch sizes x 2 losses x 2 seeds = 20 runs of
-    # 6 epochs. Measured on one core at width 0.25: about 125 images/s per step (70-130 at batch 32), about
-    # 25 s of evaluation, so 20 x (6 x 80 s + 25 s) / 2 workers = 85 minutes, up to 100 with slow small batches.
+    # 6 epochs. The same grid's runs of issue 13 (same step cost) took 7.2 min each on one core (11 min at
+    # batch 32, 5.5-7 at the others; evaluation included): 20 x 7.2 / 2 workers = 72 minutes. The sqrt arm
+    # would add as many runs (144 minutes in all, over the 2-hour budget), so it is an option, not a profile arm.
     "cpu": dict(dataset="cifar10", dataset_options={}, batch_sizes=[32, 64, 128, 256, 512], seeds=2, epochs=6,
-                warmup_epochs=0.5, width_multiplier=0.25, optimizer="lars", lr=0.6, lr_scaling="sqrt", train_subset=0,
-                probe_steps=500, projector_bn=True, workers=2),
-    # FLAT's CIFAR-10 settings [code]: LARS, lr 0.3 x B / 256, 10 warm-up epochs, 100 epochs, width 1, a
-    # projector without BatchNorm; the batch grid (STUDIES.md: up to 4096 on a GPU) and 3 seeds are ours.
+                warmup_epochs=0.6, width_multiplier=0.25, optimizer="lars", lr_scaling="linear", train_subset=0,
+                probe_steps=500, projector_bn=False, workers=2),
+    # FLAT's CIFAR-10 settings [code]: 10 warm-up epochs, 100 epochs, width 1; the batch grid (STUDIES.md: up
+    # to 4096 on a GPU) and 3 seeds are ours.
     "paper": dict(dataset="cifar10", dataset_options={}, batch_sizes=[16, 32, 64, 128, 256, 512, 1024, 2048, 4096],
-                  seeds=3, epochs=100, warmup_epochs=10.0, width_multiplier=1.0, optimizer="lars", lr=0.3,
+                  seeds=3, epochs=100, warmup_epochs=10.0, width_multiplier=1.0, optimizer="lars",
                   lr_scaling="linear", train_subset=0, probe_steps=500, projector_bn=False, workers=1),
 }
+# The learning-rate rules the study runs: each with its published base rate.
+LR_RULES = tuple(BASE_LR)
 
 
 def resolve(p: dict) -> dict:
@@ -97,8 +106,9 @@ def resolve(p: dict) -> dict:
     s["warmup_epochs"] = params.number("warmup_epochs", s["warmup_epochs"], 0.0, s["epochs"])
     s["width_multiplier"] = params.number("width_multiplier", s["width_multiplier"], 0.0, low_open=True)
     params.choice("optimizer", s["optimizer"], OPTIMIZERS)
-    s["lr"] = params.number("lr", s["lr"], 0.0, low_open=True)
-    params.choice("lr_scaling", s["lr_scaling"], LR_SCALINGS)
+    params.choice("lr_scaling", s["lr_scaling"], LR_RULES)
+    lr = p.get("lr")
+    s["lr"] = BASE_LR[s["lr_scaling"]] if lr is None else params.number("lr", lr, 0.0, low_open=True)
     params.flag("projector_bn", s["projector_bn"])
     temperature = SSLConfig.temperature if p.get("temperature") is None else p["temperature"]
     s["temperature"] = params.number("temperature", temperature, 0.0, low_open=True)
@@ -188,15 +198,18 @@ def analyze(runs: pd.DataFrame, s: dict) -> dict:
     """Every quantity of STUDIES.md study 5 from the runs frame; accuracies in percent.
 
     ``cells``: per batch size and loss, runs, accuracies (mean, sd over seeds), final diagnostics,
-    steps. ``comparison``: per batch size, FlatNCE - InfoNCE for each accuracy with Welch's t-test
+    steps; ``info_nce_factor_final`` is the mean over seeds of 1 - e^(-l) of each run's final-epoch
+    InfoNCE l, the factor by which InfoNCE's gradient is smaller than FlatNCE's at the end of training.
+    ``comparison``: per batch size, FlatNCE - InfoNCE for each accuracy with Welch's t-test
     (only when both losses ran). ``anova``: per accuracy, the two-way ANOVA on loss x batch size.
     """
-    ok = runs[runs.status == "ok"].assign(knn_pct=lambda d: 100 * d.knn_top1, probe_pct=lambda d: 100 * d.probe_top1)
+    ok = runs[runs.status == "ok"].assign(knn_pct=lambda d: 100 * d.knn_top1, probe_pct=lambda d: 100 * d.probe_top1,
+                                          info_nce_factor=lambda d: -np.expm1(-d.info_nce_final))
     cells = (ok.groupby(["batch_size", "loss"])
              .agg(runs=("seed", "size"), knn_mean=("knn_pct", "mean"), knn_sd=("knn_pct", "std"),
                   probe_mean=("probe_pct", "mean"), probe_sd=("probe_pct", "std"),
                   info_nce_final=("info_nce_final", "mean"), info_nce_ceiling=("info_nce_ceiling", "first"),
-                  grad_scale_final=("grad_scale_final", "mean"),
+                  info_nce_factor_final=("info_nce_factor", "mean"), grad_scale_final=("grad_scale_final", "mean"),
                   negative_entropy_final=("negative_entropy_final", "mean"),
                   steps=("steps", "first"), lr=("lr", "first"))
              .reset_index())
@@ -220,6 +233,15 @@ def analyze(runs: pd.DataFrame, s: dict) -> dict:
         for short in ("knn", "probe"):
             out["anova"][short] = stats.two_way_anova(ok, f"{short}_pct", "loss", "batch_size")
     return out
+
+
+def factor_by_batch(out: dict) -> pd.DataFrame:
+    """Per batch size: the ceiling log(2N - 1) and, for each loss run, the final-epoch InfoNCE and its
+    gradient-scale factor 1 - e^(-InfoNCE) (means over seeds, from ``analyze``'s cells)."""
+    cells = out["cells"]
+    wide = cells.pivot(index="batch_size", columns="loss", values=["info_nce_final", "info_nce_factor_final"])
+    wide.columns = [f"{value}_{loss}" for value, loss in wide.columns]
+    return cells.groupby("batch_size")[["info_nce_ceiling"]].first().join(wide).reset_index()
 
 
 def gradient_identity_error(n: int = 8, dim: int = 16, temperature: float = 0.1, seed: int = 0) -> float:
@@ -298,7 +320,8 @@ def paper_vs_reproduced(out: dict, s: dict, identity_error: float) -> pd.DataFra
     """Our number, the paper's, the evidence tag and an honest verdict for every published number."""
     rows = []
     stand_in = s["dataset"] != PAPER_DATASET
-    scale = (f"{s['profile']} profile: {s['dataset']}, width {s['width_multiplier']:g}, {s['epochs']} epochs"
+    scale = (f"{s['profile']} profile: {s['dataset']}, width {s['width_multiplier']:g}, {s['epochs']} epochs, "
+             f"lr {lr_formula(s['lr'], s['lr_scaling'])}"
              + ("; measured on a stand-in, not on CIFAR-10" if stand_in else ""))
 
     def row(quantity, ours, paper, tag, verdict, *, measured=True):
@@ -356,23 +379,23 @@ def _small_batch_row(out: dict, comparison: pd.DataFrame) -> tuple:
 
 
 def _mechanism_row(out: dict) -> tuple:
-    """The diagnostic behind the claim: InfoNCE's gradient-scale factor at the end of training,
-    smallest against largest batch (InfoNCE runs where there are any)."""
+    """The diagnostic behind the claim: the gradient-scale factor 1 - e^(-InfoNCE) of the final-epoch
+    InfoNCE at every batch size (InfoNCE runs where there are any); the verdict compares the smallest
+    batch with the largest."""
     cells = out["cells"]
     info = cells[cells.loss == "infonce"] if (cells.loss == "infonce").any() else cells
     if info.batch_size.nunique() < 2:
         return ("gradient-scale factor 1 - e^(-InfoNCE) shrinks at small batches", "fewer than 2 batch sizes",
                 "smaller at small batches (FlatNCE's rationale)", "[ours]", "not measured")
+    ours = "; ".join(f"B={r.batch_size}: {r.info_nce_factor_final:.3f} (InfoNCE {r.info_nce_final:.2f} of "
+                     f"{r.info_nce_ceiling:.2f})" for r in info.itertuples())
     small, large = info.iloc[0], info.iloc[-1]
-    ours = (f"B={small.batch_size}: {small.grad_scale_final:.3f} (InfoNCE {small.info_nce_final:.2f} of "
-            f"{small.info_nce_ceiling:.2f}); B={large.batch_size}: {large.grad_scale_final:.3f} "
-            f"(InfoNCE {large.info_nce_final:.2f} of {large.info_nce_ceiling:.2f})")
-    if small.grad_scale_final >= large.grad_scale_final:
+    if small.info_nce_factor_final >= large.info_nce_factor_final:
         verdict = "not seen at this scale: the factor is not smaller at the smallest batch"
-    elif small.grad_scale_final > 0.9:
+    elif small.info_nce_factor_final > 0.9:
         verdict = ("direction seen, but the factor stays above 0.9: InfoNCE stays near its ceiling, so FlatNCE's "
                    "reweighting has little to act on at this scale")
     else:
         verdict = "seen: InfoNCE's gradient is scaled down most at the smallest batch"
-    return ("gradient-scale factor 1 - e^(-InfoNCE) at the end of training, smallest vs largest batch", ours,
+    return ("gradient-scale factor 1 - e^(-InfoNCE) at the end of training, per batch size (InfoNCE runs)", ours,
             "smaller at small batches (FlatNCE's rationale)", "[ours]", verdict)
