@@ -589,3 +589,38 @@ def test_rank_correlation_is_pearson_of_mid_ranks_with_its_t_test_p_value():
     t = r * math.sqrt((len(x) - 2) / (1 - r ** 2))
     assert rho == pytest.approx(r, rel=1e-12) and p == pytest.approx(2 * st.t.sf(abs(t), len(x) - 2), rel=1e-9)
     assert rank_correlation(x, -y)[0] == pytest.approx(-r, rel=1e-12)  # reversing one ordering flips the sign
+
+
+def factor_at_infonce(info_nce: float) -> float:
+    """The planted gradient-scale factor 1 - e^(-l) whose InfoNCE is ``info_nce`` (planted_flatnce_runs inverts it)."""
+    return 1 - math.exp(-info_nce)
+
+
+@pytest.mark.parametrize("relative,untrained", [(0.995, True), (1.005, True), (1.0, True), (0.98, False),
+                                                (1.02, False)])
+def test_a_final_infonce_within_one_percent_of_its_ceiling_either_side_is_untrained(relative, untrained):
+    g = factor_at_infonce(relative * math.log(2 * 64 - 1))
+    out = flat_study.analyze(planted_flatnce_runs({16: 4, 64: 2, 256: 0}, grad_scale={("infonce", 64): g}),
+                             flat_settings())
+    assert flat_study.untrained_batch_sizes(out["cells"]) == ([64] if untrained else [])
+
+
+def test_runs_at_the_ceiling_everywhere_make_every_accuracy_verdict_say_not_trainable():
+    # planted accuracies would otherwise read "reproduced": the ceiling must override them
+    at_ceiling = {(loss, b): factor_at_infonce(math.log(2 * b - 1)) for loss in ("infonce", "flatnce")
+                  for b in BATCHES}
+    s = flat_settings()
+    out = flat_study.analyze(planted_flatnce_runs({16: 8, 64: 4, 256: 2}, grad_scale=at_ceiling), s)
+    table = flat_study.paper_vs_reproduced(out, s, 0.0)
+    accuracy = table[table.quantity.str.contains("FlatNCE - InfoNCE|largest at small batches")]
+    assert len(accuracy) == 3 and accuracy.verdict.str.startswith("not trainable at this scale").all()
+    mechanism = table[table.quantity.str.contains("gradient-scale factor")].iloc[0]
+    assert mechanism.verdict.startswith("not measurable at this scale")
+
+
+def test_only_the_batch_sizes_at_the_ceiling_are_named_before_the_verdict():
+    s = flat_settings()
+    g = {("infonce", 256): factor_at_infonce(math.log(511))}
+    out = flat_study.analyze(planted_flatnce_runs({16: 8, 64: 4, 256: 2}, grad_scale=g), s)
+    probe = flat_study.paper_vs_reproduced(out, s, 0.0).set_index("quantity").filter(like="linear-probe", axis=0)
+    assert probe.verdict.iloc[0].startswith("InfoNCE ended at its ceiling at B=256 (untrained there); ")

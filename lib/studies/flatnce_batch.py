@@ -316,9 +316,36 @@ def _format_differences(comparison: pd.DataFrame, short: str) -> str:
     return "; ".join(parts) + " pts"
 
 
+# [ours] A run whose final InfoNCE lies within 1% of its ceiling log(2N - 1) tells its positive apart from the
+# negatives barely better than a network at initialisation: it has not learned the contrastive task.
+UNTRAINED_MARGIN = 0.01
+
+
+def untrained_batch_sizes(cells: pd.DataFrame) -> list[int]:
+    """Batch sizes whose InfoNCE runs (every run where there are none) ended with the seed-mean final InfoNCE
+    within ``UNTRAINED_MARGIN`` of its ceiling, relative: at the ceiling the factor 1 - e^(-InfoNCE) is
+    1 - 1/(2N - 1) by arithmetic, and the accuracies compare networks that did not learn."""
+    info = cells[cells.loss == "infonce"] if (cells.loss == "infonce").any() else cells
+    near = (info.info_nce_final / info.info_nce_ceiling - 1).abs() < UNTRAINED_MARGIN
+    return sorted({int(b) for b in info.batch_size[near]})
+
+
+def _untrained_note(untrained: list[int], measured: list[int]) -> str:
+    """'' when every measured batch size trained; else what the accuracy verdicts rest on."""
+    if not untrained:
+        return ""
+    sizes = ", ".join(f"B={b}" for b in untrained)
+    if set(measured) <= set(untrained):
+        return (f"not trainable at this scale: InfoNCE ended within {UNTRAINED_MARGIN:.0%} of its ceiling "
+                f"log(2N - 1) at every batch size, so both losses left the networks near initialisation; ")
+    return f"InfoNCE ended at its ceiling at {sizes} (untrained there); "
+
+
 def paper_vs_reproduced(out: dict, s: dict, identity_error: float) -> pd.DataFrame:
-    """Our number, the paper's, the evidence tag and an honest verdict for every published number."""
+    """Our number, the paper's, the evidence tag and an honest verdict for every published number.
+    Where InfoNCE ended at its ceiling (:func:`untrained_batch_sizes`) the accuracy verdicts say so first."""
     rows = []
+    untrained = untrained_batch_sizes(out["cells"])
     stand_in = s["dataset"] != PAPER_DATASET
     scale = (f"{s['profile']} profile: {s['dataset']}, width {s['width_multiplier']:g}, {s['epochs']} epochs, "
              f"lr {lr_formula(s['lr'], s['lr_scaling'])}"
@@ -336,12 +363,17 @@ def paper_vs_reproduced(out: dict, s: dict, identity_error: float) -> pd.DataFra
     if comparison.empty:
         row("FlatNCE against InfoNCE", "not run: both losses are needed", "", "", "not measured", measured=False)
     else:
+        note = _untrained_note(untrained, [int(b) for b in comparison.batch_size])
+
+        def noted(verdict: str) -> str:
+            return verdict if verdict == "not measured" else note + verdict
         row("FlatNCE - InfoNCE, linear-probe top-1, per batch size (Welch p)", _format_differences(comparison, "probe"),
-            "> 0 at every batch size on CIFAR-10", "[paper]", _every_batch_verdict(comparison, "probe"))
+            "> 0 at every batch size on CIFAR-10", "[paper]", noted(_every_batch_verdict(comparison, "probe")))
         row("FlatNCE - InfoNCE, kNN top-1, per batch size (Welch p)", _format_differences(comparison, "knn"),
             "> 0 at every batch size on CIFAR-10 (the paper's metric is the linear probe)", "[paper]/[ours]",
-            _every_batch_verdict(comparison, "knn"))
-        row(*_small_batch_row(out, comparison))
+            noted(_every_batch_verdict(comparison, "knn")))
+        quantity, ours, paper, tag, verdict = _small_batch_row(out, comparison)
+        row(quantity, ours, paper, tag, noted(verdict))
     for epochs, (flat, info) in PUBLISHED_IMAGENET.items():
         row(f"ImageNet linear probe at {epochs} epochs, FlatNCE vs InfoNCE", "not run: no profile trains on ImageNet",
             f"{flat} vs {info} ({flat - info:+.2f} pts)", "[summary]", "not measured", measured=False)
@@ -390,7 +422,11 @@ def _mechanism_row(out: dict) -> tuple:
     ours = "; ".join(f"B={r.batch_size}: {r.info_nce_factor_final:.3f} (InfoNCE {r.info_nce_final:.2f} of "
                      f"{r.info_nce_ceiling:.2f})" for r in info.itertuples())
     small, large = info.iloc[0], info.iloc[-1]
-    if small.info_nce_factor_final >= large.info_nce_factor_final:
+    if set(info.batch_size) <= set(untrained_batch_sizes(cells)):
+        verdict = (f"not measurable at this scale: InfoNCE ended within {UNTRAINED_MARGIN:.0%} of its ceiling at "
+                   "every batch size, where the factor is 1 - 1/(2N - 1), smaller at small batches by arithmetic "
+                   "alone")
+    elif small.info_nce_factor_final >= large.info_nce_factor_final:
         verdict = "not seen at this scale: the factor is not smaller at the smallest batch"
     elif small.info_nce_factor_final > 0.9:
         verdict = ("direction seen, but the factor stays above 0.9: InfoNCE stays near its ceiling, so FlatNCE's "
