@@ -46,7 +46,7 @@ KINDS = {
     "direction": "direction only",
     "not-reproduced": "not reproduced at this scale",
     "not-measured": "not measured",
-    "note": "note, no claim tested",
+    "note": "note",
     "other": "other",
 }
 # How the study modules' verdict texts begin (lib/studies/*.py, their paper_vs_reproduced), matched in
@@ -81,7 +81,7 @@ th, td { border: 1px solid #ccc; padding: 0.3rem 0.5rem; text-align: left; verti
 th { background: #f3f3f3; } img { max-width: 100%; border: 1px solid #eee; }
 .meta { color: #555; font-size: 0.85rem; margin: 0.2rem 0; } .scroll { overflow-x: auto; }
 table.summary { width: 100%; font-size: 0.85rem; } .summary td.study { white-space: nowrap; }
-.summary .q { width: 30%; } .summary .finding { width: 36%; } .summary .verdicts { width: 22%; }
+.summary th.q { width: 30%; } .summary th.finding { width: 36%; } .summary th.verdicts { width: 22%; }
 .badge { display: inline-block; border-radius: 0.6rem; padding: 0 0.45rem; margin: 0.1rem 0.1rem 0.1rem 0;
   font-size: 0.78rem; white-space: nowrap; border: 1px solid transparent; }
 .badge.reproduced { background: #1a7f37; color: #fff; } .badge.direction { background: #f2c744; color: #222; }
@@ -93,10 +93,12 @@ tr.not-reproduced td.verdict { border-left: 5px solid #c62828; }
 tr.not-measured td.verdict { border-left: 5px solid #d5d8dc; }
 tr.note td.verdict { border-left: 5px solid #dbe9f6; } tr.other td.verdict { border-left: 5px solid #6a1b9a; }
 @media (max-width: 40rem) {
+  h1 { font-size: 1.1rem; } .summary td.q { display: none; }  /* the question opens each study's section */
   table.summary, table.summary tbody, table.summary tr, table.summary td { display: block; width: auto; }
   table.summary tr:first-child { display: none; }
   table.summary tr { border: 1px solid #ccc; margin-bottom: 0.5rem; }
-  table.summary td { border: none; padding: 0.15rem 0.4rem; } .summary td.study { white-space: normal; }
+  table.summary td { border: none; padding: 0.1rem 0.4rem; } .summary td.study { white-space: normal; }
+  .summary td.study div.meta { display: inline; margin-left: 0.4rem; }
   table.verdicts, table.verdicts tbody, table.verdicts tr, table.verdicts td { display: block; }
   table.verdicts tr:first-child { display: none; } table.verdicts tr { border-top: 2px solid #999; }
   table.verdicts td { border: none; } table.verdicts td::before { content: attr(data-label) ": "; color: #666; }
@@ -212,7 +214,7 @@ def verdicts(results: Path, study: str, profile: str) -> pd.DataFrame | None:
     if not path.exists():
         return None
     frame = pd.read_csv(path, dtype=str).fillna("")
-    frame["kind"] = [verdict_kind(v) or "other" for v in frame.get("verdict", pd.Series("", frame.index))]
+    frame["kind"] = [verdict_kind(v) or "other" for v in frame.verdict]
     return frame
 
 
@@ -257,8 +259,8 @@ def summary(results: Path, found: list[tuple[str, str, Path]]) -> str:
             f'<td class="q">{html.escape(module.QUESTION) if module is not None else ""}</td>'
             f'<td class="finding">{headline(frame, module) if frame is not None and len(frame) else "no verdicts"}</td>'
             f'<td class="verdicts">{badges(frame) if frame is not None else ""}</td></tr>')
-    return ('<table class="summary"><tr><th>study</th><th>question</th><th>headline finding (ours, and the paper\'s)'
-            "</th><th>verdicts</th></tr>" + "".join(rows) + "</table>")
+    return ('<table class="summary"><tr><th>study</th><th class="q">question</th><th class="finding">headline finding '
+            '(ours, and the paper\'s)</th><th class="verdicts">verdicts</th></tr>' + "".join(rows) + "</table>")
 
 
 def verdict_table(frame: pd.DataFrame | None) -> str:
@@ -316,10 +318,11 @@ def write_index(results_dir: str | Path = "results", output_dir: str | Path | No
 <title>Contrastive training dynamics: paper against reproduced</title>
 <style>{STYLE}</style></head>
 <body><h1>Contrastive training dynamics: paper against reproduced</h1>
-<p class="meta">One row per study, from its strongest profile; each links to its section below. Verdicts are
-counted by kind; evidence tags ([paper] the paper's text, [code] its public code, [summary] secondary summaries,
-[ours] our decision) and every study's claims are in <a href="{href(STUDY_SPEC, page_dir)}">docs/studies.md</a>.</p>
 {summary(results, found) if found else ""}
+<p class="meta">One row per study, from its strongest profile, linking to its section below. Verdicts are
+counted by kind (a <i>note</i> is our own check, no published claim). Every study's claims and the evidence tags
+([paper] the paper's text, [code] its public code, [summary] secondary summaries, [ours] our decision) are in
+<a href="{href(STUDY_SPEC, page_dir)}">docs/studies.md</a>.</p>
 {body}
 </body></html>
 """
