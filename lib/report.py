@@ -101,7 +101,9 @@ tr.note td.verdict { border-left: 5px solid #dbe9f6; } tr.other td.verdict { bor
   .summary td.study div.meta { display: inline; margin-left: 0.4rem; }
   table.verdicts, table.verdicts tbody, table.verdicts tr, table.verdicts td { display: block; }
   table.verdicts tr:first-child { display: none; } table.verdicts tr { border-top: 2px solid #999; }
-  table.verdicts td { border: none; } table.verdicts td::before { content: attr(data-label) ": "; color: #666; }
+  table.verdicts td { border: none; padding: 0.1rem 0.4rem; } table.verdicts td.quantity { font-weight: 600; }
+  table.verdicts td::before { content: attr(data-label) ": "; color: #666; font-weight: normal; }
+  table.verdicts td.quantity::before { content: none; }
 }
 """
 
