@@ -2,21 +2,28 @@
 
     python -m lib.report                      # from results/ as the notebooks left it
     python -m lib.report --results-dir other
+    python -m lib.report --output-dir /tmp/page   # the same page written elsewhere (links point back)
 
-For each rendered notebook ``results/notebooks/<study>_<profile>.ipynb`` the page shows the study's
-paper-vs-reproduced table (``results/tables/<study>_<profile>_paper_vs_reproduced.csv``: our number,
-theirs, the evidence tag, the verdict), its key figure (the image output of the cell tagged
-``key-figure``, else the notebook's first image, written to ``results/figures/``), where it came
-from (profile, datasets, git commit of its runs) and links to the rendered notebook. Variants (runs
-with other parameters than their profile's, under ``results/variants/<variant>/``) are not the
-project's results: they are listed after every study, in a section of their own, with links to their
-renders. The page is static HTML with relative links and no script, so it opens from a file system or any web server.
+The page opens with a summary: one row per study (its strongest profile), with the study's question
+(``QUESTION`` in its module), its headline finding (the verdict-table row named by the module's
+``HEADLINE``, read at render time) and its verdicts counted by kind (:data:`KINDS`, coloured badges),
+each row linking to its section. Then, for each rendered notebook
+``results/notebooks/<study>_<profile>.ipynb``, a section: where its records came from (profile, data,
+runs, and the git commit of each run: :func:`commit_statement`), its paper-vs-reproduced table
+(``results/tables/<study>_<profile>_paper_vs_reproduced.csv``: our number, theirs, the evidence tag,
+the verdict), its key figure (the image output of the cell tagged ``key-figure``, else the
+notebook's first image, written to ``figures/`` beside the page) and links to the rendered notebook.
+Variants (runs with other parameters than their profile's, under ``results/variants/<variant>/``)
+are not the project's results: they are listed after every study, in a section of their own, with
+links to their renders. The page is static HTML with relative links, inline CSS and no script, so it
+opens from a file system or any web server; the same records give the same bytes (no timestamps).
 """
 from __future__ import annotations
 
 import argparse
 import base64
 import html
+import os
 import re
 import sys
 from pathlib import Path
@@ -26,18 +33,85 @@ import pandas as pd
 
 from lib import PROJECT_ROOT
 from lib.results import VARIANTS_DIR, atomic_write_text
+from lib.studies import STUDIES
 
 RENDERED = re.compile(r"^(?P<study>\d\d_[a-z0-9_]+?)_(?P<profile>smoke|quick|cpu|paper)$")
 PROFILE_ORDER = ("paper", "cpu", "quick", "smoke")  # the strongest evidence first
+STUDY_SPEC = PROJECT_ROOT / "docs" / "studies.md"  # the studies' claims and evidence tags, in the repository
+
+# The kinds of verdict, in the summary's order: CSS class -> label. "note" rows test no published claim
+# (our own checks and descriptions); "other" is a verdict that no rule below knows, shown, never dropped.
+KINDS = {
+    "reproduced": "reproduced",
+    "direction": "direction only",
+    "not-reproduced": "not reproduced at this scale",
+    "not-measured": "not measured",
+    "note": "note",
+    "other": "other",
+}
+# How the study modules' verdict texts begin (lib/studies/*.py, their paper_vs_reproduced), matched in
+# order on the lower-cased verdict: a more specific start comes before a general one.
+VERDICT_RULES = (
+    (r"not measured|not run|not tested|skipped", "not-measured"),
+    (r"direction reproduced, significant", "reproduced"),
+    (r"direction reproduced \(lower under clamp\), magnitude close", "reproduced"),  # significant by then
+    (r"reproduced|magnitude reproduced|close \(within|consistent:|excludes 1, as published|seen:", "reproduced"),
+    (r"not reproduced|direction not reproduced|not seen|lower: not reproduced", "not-reproduced"),
+    (r"includes 1: not reproduced", "not-reproduced"),
+    (r"excludes 1, opposite side|differs|higher(;|$)", "not-reproduced"),  # higher: an accuracy above the paper's
+    (r"contradicted|every dataset with car >= 50% shows significant inflation", "not-reproduced"),
+    (r"significant inflation, but at an end|below [\d.]+x and", "not-reproduced"),
+    (r"direction|partly:|rise reproduced|smaller than at|larger than the published|below [\d.]+x, still growing",
+     "direction"),
+    (r"spans|the small-r form|stop-gradient alone is not enough|stop-gradient still prevents", "note"),
+    (r"the mechanism carries over|mixed: see", "note"),
+    # [ours] checks against our own expectation: detach against direct, the positive-pair density
+    (r"identical twins|differ through floating point|differ by more than floating point|expected at this batch size",
+     "note"),
+)
+# Study 3 prefixes a verdict whose nearest level is far from the published accuracy; the verdict follows it.
+CAVEAT = re.compile(r"^no level at this relative accuracy \([^)]*\); ")
 
 STYLE = """
-body { font-family: system-ui, sans-serif; max-width: 72rem; margin: 2rem auto; padding: 0 1rem; color: #222; }
-h1 { margin-bottom: 0.2rem; } h2 { margin-top: 2.5rem; border-bottom: 1px solid #ccc; }
-table { border-collapse: collapse; margin: 0.8rem 0; font-size: 0.9rem; }
+body { font-family: system-ui, sans-serif; max-width: 80rem; margin: 0.8rem auto; padding: 0 0.8rem; color: #222;
+  line-height: 1.35; }
+h1 { font-size: 1.4rem; margin: 0 0 0.2rem; } h2 { margin-top: 2.5rem; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; margin: 0.6rem 0; font-size: 0.9rem; }
 th, td { border: 1px solid #ccc; padding: 0.3rem 0.5rem; text-align: left; vertical-align: top; }
 th { background: #f3f3f3; } img { max-width: 100%; border: 1px solid #eee; }
-.meta { color: #555; font-size: 0.9rem; } .verdict { max-width: 32rem; }
+.meta { color: #555; font-size: 0.85rem; margin: 0.2rem 0; } .scroll { overflow-x: auto; }
+table.summary { width: 100%; font-size: 0.85rem; } .summary td.study { white-space: nowrap; }
+.summary th.q { width: 30%; } .summary th.finding { width: 36%; } .summary th.verdicts { width: 22%; }
+.badge { display: inline-block; border-radius: 0.6rem; padding: 0 0.45rem; margin: 0.1rem 0.1rem 0.1rem 0;
+  font-size: 0.78rem; white-space: nowrap; border: 1px solid transparent; }
+.badge.reproduced { background: #1a7f37; color: #fff; } .badge.direction { background: #f2c744; color: #222; }
+.badge.not-reproduced { background: #c62828; color: #fff; } .badge.not-measured { background: #d5d8dc; color: #222; }
+.badge.note { background: #dbe9f6; color: #1b3a57; }
+.badge.other { background: #fff; color: #6a1b9a; border-color: #6a1b9a; }
+tr.reproduced td.verdict { border-left: 5px solid #1a7f37; } tr.direction td.verdict { border-left: 5px solid #f2c744; }
+tr.not-reproduced td.verdict { border-left: 5px solid #c62828; }
+tr.not-measured td.verdict { border-left: 5px solid #d5d8dc; }
+tr.note td.verdict { border-left: 5px solid #dbe9f6; } tr.other td.verdict { border-left: 5px solid #6a1b9a; }
+@media (max-width: 40rem) {
+  h1 { font-size: 1.1rem; } .summary td.q { display: none; }  /* the question opens each study's section */
+  table.summary, table.summary tbody, table.summary tr, table.summary td { display: block; width: auto; }
+  table.summary tr:first-child { display: none; }
+  table.summary tr { border: 1px solid #ccc; margin-bottom: 0.5rem; }
+  table.summary td { border: none; padding: 0.1rem 0.4rem; } .summary td.study { white-space: normal; }
+  .summary td.study div.meta { display: inline; margin-left: 0.4rem; }
+  table.verdicts, table.verdicts tbody, table.verdicts tr, table.verdicts td { display: block; }
+  table.verdicts tr:first-child { display: none; } table.verdicts tr { border-top: 2px solid #999; }
+  table.verdicts td { border: none; padding: 0.1rem 0.4rem; } table.verdicts td.quantity { font-weight: 600; }
+  table.verdicts td::before { content: attr(data-label) ": "; color: #666; font-weight: normal; }
+  table.verdicts td.quantity::before { content: none; }
+}
 """
+
+
+def verdict_kind(verdict: str) -> str | None:
+    """The kind (a key of :data:`KINDS`) of a verdict a study module wrote; None when no rule knows it."""
+    text = CAVEAT.sub("", verdict.strip().lower())
+    return next((kind for pattern, kind in VERDICT_RULES if re.match(pattern, text)), None)
 
 
 def rendered_notebooks(results: Path) -> list[tuple[str, str, Path]]:
@@ -60,23 +134,31 @@ def variant_renders(results: Path) -> list[tuple[str, str, str, Path]]:
     return sorted(found, key=lambda f: (f[0], f[1], PROFILE_ORDER.index(f[2])))
 
 
-def variants_section(results: Path) -> str:
+def href(target: Path, page_dir: Path) -> str:
+    """``target`` as an escaped link relative to the page's folder."""
+    return html.escape(Path(os.path.relpath(target, page_dir)).as_posix())
+
+
+def render_link(notebook: Path, page_dir: Path, text: str | None = None) -> str:
+    """A link to the notebook's HTML render where there is one, else to the notebook itself."""
+    target = notebook.with_suffix(".html") if notebook.with_suffix(".html").exists() else notebook
+    return f'<a href="{href(target, page_dir)}">{html.escape(text or target.name)}</a>'
+
+
+def variants_section(results: Path, page_dir: Path) -> str:
     """The variants, apart from the studies' results: one row each, linking its render."""
     rows = []
     for variant, study, profile, notebook in variant_renders(results):
         meta = provenance(notebook.parents[1], study, profile)
-        link = notebook.with_suffix(".html") if notebook.with_suffix(".html").exists() else notebook
         rows.append(f"<tr><td>{html.escape(variant)}</td><td>{html.escape(study)}</td><td>{profile}</td>"
-                    f"<td>{meta.get('runs', '')}</td>"
-                    f'<td><a href="{html.escape(link.relative_to(results).as_posix())}">'
-                    f'{html.escape(link.name)}</a></td></tr>')
+                    f"<td>{meta.get('runs', '')}</td><td>{render_link(notebook, page_dir)}</td></tr>")
     if not rows:
         return ""
     return ('<h2 id="variants">Variants: experiments with other parameters, not the shipped results</h2>\n'
             f'<p class="meta">Runs whose parameters differ from their profile\'s, written under '
             f'<code>{VARIANTS_DIR}/&lt;variant&gt;/</code> (not versioned). Their verdicts are in their renders.</p>\n'
-            "<table><tr><th>variant</th><th>study</th><th>profile</th><th>runs</th><th>render</th></tr>"
-            + "".join(rows) + "</table>")
+            '<div class="scroll"><table><tr><th>variant</th><th>study</th><th>profile</th><th>runs</th>'
+            "<th>render</th></tr>" + "".join(rows) + "</table></div>")
 
 
 def key_figure(notebook: Path, out: Path) -> Path | None:
@@ -95,77 +177,158 @@ def key_figure(notebook: Path, out: Path) -> Path | None:
 
 
 def provenance(results: Path, study: str, profile: str) -> dict:
-    """Datasets, commits and run count of the study's run table (empty when it has none)."""
+    """Run count, statuses, datasets and the runs per (commit, dirty tree) of the study's run table
+    (empty when it has none). A commit is shortened to 10 characters; an unrecorded one is "unknown"."""
     table = results / "tables" / f"{study}_{profile}.csv"
     if not table.exists():
         return {}
-    runs = pd.read_csv(table)
+    runs = pd.read_csv(table, dtype=str)
+    commits = runs.get("git_commit", pd.Series(index=runs.index, dtype=str)).fillna("unknown").str[:10]
+    dirty = runs.get("git_dirty", pd.Series(index=runs.index, dtype=str)).fillna("").str.lower().eq("true")
+    per_commit = pd.DataFrame({"commit": commits, "dirty": dirty}).value_counts().reset_index(name="runs")
+    per_commit = per_commit.sort_values(["runs", "commit", "dirty"], ascending=[False, True, True])
+    statuses = runs["status"].fillna("unknown").value_counts() if "status" in runs else pd.Series(dtype=int)
+    return {"runs": len(runs),
+            "statuses": sorted(statuses.items(), key=lambda s: (-s[1], s[0])),
+            "datasets": sorted(runs["dataset"].dropna().unique()) if "dataset" in runs else [],
+            "commits": [(r.commit, bool(r.dirty), int(r.runs)) for r in per_commit.itertuples()]}
 
-    def distinct(column):
-        return sorted(str(v) for v in runs[column].dropna().unique()) if column in runs else []
 
-    dirty = bool(runs["git_dirty"].astype(str).str.lower().eq("true").any()) if "git_dirty" in runs else False
-    return {"runs": len(runs), "datasets": distinct("dataset"), "commits": [c[:10] for c in distinct("git_commit")],
-            "dirty": dirty}
+def commit_statement(commits: list[tuple[str, bool, int]]) -> str:
+    """Which code the runs came from: one commit, or how many runs came from each (commit, tree state)."""
+    def state(commit, dirty):
+        return f"commit {commit}" + (" with uncommitted changes" if dirty else " (clean)")
+
+    if not commits:
+        return "no runs recorded"
+    if len(commits) == 1:
+        commit, dirty, runs = commits[0]
+        return f"all {runs} runs from {state(commit, dirty)}"
+    distinct = len({c for c, _, _ in commits})
+    return (f"runs from {distinct} commit{'s' if distinct > 1 else ''}: "
+            + ", ".join(f"{runs} from {state(commit, dirty)}" for commit, dirty, runs in commits))
 
 
-def verdict_table(results: Path, study: str, profile: str) -> str:
+def verdicts(results: Path, study: str, profile: str) -> pd.DataFrame | None:
+    """The study's paper-vs-reproduced table with each verdict's ``kind`` ("other" for an unknown one);
+    None when the notebook wrote none."""
     path = results / "tables" / f"{study}_{profile}_paper_vs_reproduced.csv"
     if not path.exists():
-        return "<p>No paper-vs-reproduced table was written for this run.</p>"
+        return None
     frame = pd.read_csv(path, dtype=str).fillna("")
+    frame["kind"] = [verdict_kind(v) or "other" for v in frame.verdict]
+    return frame
+
+
+def badges(frame: pd.DataFrame) -> str:
+    """The verdicts counted by kind, one coloured badge per kind present, in :data:`KINDS` order."""
+    counts = frame.kind.value_counts()
+    return " ".join(f'<span class="badge {kind}" title="{counts[kind]} verdict(s): {label}">{label} {counts[kind]}'
+                    "</span>" for kind, label in KINDS.items() if kind in counts)
+
+
+def headline(frame: pd.DataFrame, module) -> str:
+    """The study's headline finding: the row its module names (``HEADLINE``), else the table's first row."""
+    named = frame[frame.quantity.str.startswith(module.HEADLINE)] if module is not None else frame.iloc[:0]
+    row = (named if len(named) else frame).iloc[0]
+    return (f'<span class="badge {row.kind}" title="{html.escape(row.verdict)}">{KINDS[row.kind]}</span> '
+            f"{html.escape(row.quantity)}: <b>{html.escape(row.ours)}</b> (paper: {html.escape(row.paper)})")
+
+
+def study_module(study: str):
+    """The study's module in the registry (None for a name it does not have)."""
+    return next((s.module for s in STUDIES.values() if s.name == study), None)
+
+
+def title(study: str) -> str:
+    """``01_margin_factorial`` -> ``01 margin factorial``."""
+    return study.replace("_", " ")
+
+
+def summary(results: Path, found: list[tuple[str, str, Path]]) -> str:
+    """One row per study, from its strongest profile: question, headline finding, verdict counts, links."""
+    profiles: dict[str, list[str]] = {}
+    for study, profile, _ in found:
+        profiles.setdefault(study, []).append(profile)
+    rows = []
+    for study, (shown, *others) in profiles.items():
+        module = study_module(study)
+        frame = verdicts(results, study, shown)
+        also = "".join(f' · also <a href="#{study}_{p}">{p}</a>' for p in others)
+        rows.append(
+            f'<tr class="study" id="summary-{study}"><td class="study"><a href="#{study}_{shown}">'
+            f'{html.escape(title(study))}</a><div class="meta">{shown}{also}</div></td>'
+            f'<td class="q">{html.escape(module.QUESTION) if module is not None else ""}</td>'
+            f'<td class="finding">{headline(frame, module) if frame is not None and len(frame) else "no verdicts"}</td>'
+            f'<td class="verdicts">{badges(frame) if frame is not None else ""}</td></tr>')
+    return ('<table class="summary"><tr><th>study</th><th class="q">question</th><th class="finding">headline finding '
+            '(ours, and the paper\'s)</th><th class="verdicts">verdicts</th></tr>' + "".join(rows) + "</table>")
+
+
+def verdict_table(frame: pd.DataFrame | None) -> str:
+    if frame is None:
+        return "<p>No paper-vs-reproduced table was written for this run.</p>"
     columns = [c for c in ("quantity", "ours", "paper", "evidence", "verdict") if c in frame]
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     rows = "".join(
-        "<tr>" + "".join(f'<td class="{c}">{html.escape(row[c])}</td>' for c in columns) + "</tr>"
+        f'<tr class="{row.kind}">'
+        + "".join(f'<td class="{c}" data-label="{c}">{html.escape(row[c])}</td>' for c in columns) + "</tr>"
         for _, row in frame.iterrows())
-    return f"<table><tr>{head}</tr>{rows}</table>"
+    return f'<div class="scroll"><table class="verdicts"><tr>{head}</tr>{rows}</table></div>'
 
 
-def section(results: Path, study: str, profile: str, notebook: Path) -> str:
-    figure = key_figure(notebook, results / "figures" / f"{study}_{profile}.png")
+def section(results: Path, page_dir: Path, study: str, profile: str, notebook: Path) -> str:
+    figure = key_figure(notebook, page_dir / "figures" / f"{study}_{profile}.png")
     meta = provenance(results, study, profile)
-    links = [f'<a href="notebooks/{notebook.name}">{notebook.name}</a>']
-    rendered_html = notebook.with_suffix(".html")
-    if rendered_html.exists():
-        links.insert(0, f'<a href="notebooks/{rendered_html.name}">rendered notebook</a>')
+    frame = verdicts(results, study, profile)
+    links = [render_link(notebook, page_dir, "rendered notebook"), f'<a href="{href(notebook, page_dir)}">ipynb</a>']
     facts = [f"profile <b>{profile}</b>"]
     if meta:
-        facts.append(f"{meta['runs']} runs")
-        facts.append("data " + ", ".join(html.escape(d) for d in meta["datasets"]))
-        commits = ", ".join(meta["commits"]) or "unknown"
-        facts.append(f"commit {commits}" + (" (with uncommitted changes)" if meta["dirty"] else ""))
-    parts = [f'<h2 id="{study}_{profile}">{html.escape(study)} · {profile}</h2>',
-             f'<p class="meta">{" · ".join(facts)} · {" · ".join(links)}</p>',
-             verdict_table(results, study, profile)]
+        statuses = ", ".join(f"{n} {html.escape(s)}" for s, n in meta["statuses"])
+        facts.append(f"data {', '.join(html.escape(d) for d in meta['datasets']) or 'unknown'}")
+        facts.append(f"{meta['runs']} runs" + (f" ({statuses})" if meta["statuses"][1:] else ""))
+        facts.append(html.escape(commit_statement(meta["commits"])))
+    else:
+        facts.append("no run table")
+    module = study_module(study)
+    parts = [f'<h2 id="{study}_{profile}">{html.escape(title(study))} · {profile}</h2>',
+             f'<p class="meta">{" · ".join(facts)} · {" · ".join(links)}</p>']
+    if module is not None:
+        parts.append(f"<p><b>Question.</b> {html.escape(module.QUESTION)}</p>")
+    if frame is not None:
+        parts.append(f'<p class="meta">Verdicts: {badges(frame)}</p>')
+    parts.append(verdict_table(frame))
     if figure is not None:
-        parts.append(f'<img src="figures/{figure.name}" alt="key figure of {html.escape(study)} ({profile})">')
+        parts.append(f'<img src="{href(figure, page_dir)}" alt="key figure of {html.escape(study)} ({profile})">')
     return "\n".join(parts)
 
 
-def write_index(results_dir: str | Path = "results") -> Path:
-    """Render ``<results>/index.html`` (and its figures) from what the notebooks wrote; return its path."""
+def write_index(results_dir: str | Path = "results", output_dir: str | Path | None = None) -> Path:
+    """Render ``<output_dir>/index.html`` and its figures (``output_dir`` defaults to the results folder)
+    from what the notebooks wrote under ``results_dir``; return the page's path."""
     results = Path(results_dir)
     if not results.is_absolute():
         results = PROJECT_ROOT / results
+    page_dir = Path(output_dir).resolve() if output_dir is not None else results
     found = rendered_notebooks(results)
-    contents = "".join(f'<li><a href="#{s}_{p}">{html.escape(s)} · {p}</a></li>' for s, p, _ in found)
-    body = "\n".join(section(results, s, p, nb) for s, p, nb in found) or "<p>No rendered notebooks yet.</p>"
-    variants = variants_section(results)
+    body = "\n".join(section(results, page_dir, s, p, nb) for s, p, nb in found) or "<p>No rendered notebooks yet.</p>"
+    variants = variants_section(results, page_dir)
     if variants:  # after every study's results, never among them
-        contents += '<li><a href="#variants">variants (not the shipped results)</a></li>'
         body += "\n" + variants
     page = f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>Contrastive training dynamics: paper vs reproduced</title>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Contrastive training dynamics: paper against reproduced</title>
 <style>{STYLE}</style></head>
-<body><h1>Paper vs reproduced</h1>
-<p class="meta">Every study's verdicts, from the tables its notebook wrote. Evidence tags as in STUDIES.md:
-[paper] the paper's text, [code] its public code, [summary] secondary summaries, [ours] our decision.</p>
-<ul>{contents}</ul>
+<body><h1>Contrastive training dynamics: paper against reproduced</h1>
+{summary(results, found) if found else ""}
+<p class="meta">One row per study, from its strongest profile, linking to its section below. Verdicts are
+counted by kind (a <i>note</i> is our own check, no published claim). Every study's claims and the evidence tags
+([paper] the paper's text, [code] its public code, [summary] secondary summaries, [ours] our decision) are in
+<a href="{href(STUDY_SPEC, page_dir)}">docs/studies.md</a>.</p>
 {body}
 </body></html>
 """
-    index = results / "index.html"
+    index = page_dir / "index.html"
     atomic_write_text(index, page)
     return index
 
@@ -173,8 +336,9 @@ def write_index(results_dir: str | Path = "results") -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--results-dir", default="results", help="relative to the project root")
+    parser.add_argument("--output-dir", help="where the page and its figures go (default: the results folder)")
     args = parser.parse_args(argv)
-    print(write_index(args.results_dir))
+    print(write_index(args.results_dir, args.output_dir))
     return 0
 
 

@@ -28,6 +28,11 @@ from lib.studies import common
 from lib.studies.common import sweep_options  # noqa: F401  (run_sweep's options: part of every study's interface)
 
 STUDY = "02_cross_dataset_reversal"
+# The study's question in one line, for the report's summary
+QUESTION = ("Is the variance effect of margin clamping reversed (VR < 1) on datasets other than CIFAR-10, as the "
+            "clamp activation rate and positive-pair density would predict?")
+# The verdict-table row (the start of its quantity) whose result the report's summary shows
+HEADLINE = "the reversal"
 TRAIN = train_cff
 
 REAL_DATASETS = ("cifar10", "cifar100", "svhn", "fashion_mnist", "mnist")

@@ -30,6 +30,11 @@ from lib.studies import common
 from lib.studies.common import sweep_options  # noqa: F401  (run_sweep's options: part of every study's interface)
 
 STUDY = "03_difficulty_sweep"
+# The study's question in one line, for the report's summary
+QUESTION = ("Does the variance effect of margin clamping depend on task difficulty, large only at intermediate "
+            "accuracy?")
+# The verdict-table row (the start of its quantity) whose result the report's summary shows
+HEADLINE = "trend: VR rises as accuracy falls"
 TRAIN = train_cff
 KNOBS = ("aug_level", "difficulty")
 

@@ -35,6 +35,11 @@ from lib.ssl import METHODS, SSLConfig, class_list, train_ssl
 from lib.stats import loglog_slope, rank_correlation
 
 STUDY = "04_embedding_norms"
+# The study's question in one line, for the report's summary
+QUESTION = ("Do embedding norms grow under a cosine loss and slow convergence as the norm squared, act as a "
+            "confidence and OOD score, and do cut-initialisation and GradScale help?")
+# The verdict-table row (the start of its quantity) whose result the report's summary shows
+HEADLINE = "(a) convergence slows as rho^2"
 TRAIN = train_ssl
 INTERVENTIONS = ("default", "weight_decay", "cut_init", "grad_scale", "cut_init+grad_scale")
 

@@ -41,6 +41,10 @@ from lib.ssl import SSLConfig, train_ssl
 from lib.studies import common
 
 STUDY = "05_flatnce_batch_size"
+# The study's question in one line, for the report's summary
+QUESTION = "Does FlatNCE beat InfoNCE at every batch size, most at small batches?"
+# The verdict-table row (the start of its quantity) whose result the report's summary shows
+HEADLINE = "FlatNCE - InfoNCE, linear-probe top-1"
 TRAIN = train_ssl
 LOSSES = ("infonce", "flatnce")  # the contrastive losses compared [paper]
 PAPER_DATASET = "cifar10"

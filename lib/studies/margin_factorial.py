@@ -25,6 +25,11 @@ from lib.studies.common import (
 )
 
 STUDY = "01_margin_factorial"
+# The study's question in one line, for the report's summary
+QUESTION = ("Does clamping the positive-pair similarity at a margin inflate the seed-to-seed variance of accuracy "
+            "on CIFAR-10, compared with subtracting the margin?")
+# The verdict-table row (the start of its quantity) whose result the report's summary shows
+HEADLINE = "VR = Var(clamp)/Var(subtract), pooled"
 TRAIN = train_cff
 
 # Each profile: overrides of CFFConfig fields, and the study's settings (seeds, dose_seeds, trajectory_seeds,

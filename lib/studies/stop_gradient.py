@@ -20,6 +20,11 @@ from lib.collapse_train import HEAD_MODES, MIN_STEPS, CollapseConfig, train_coll
 from lib.data import DATASETS
 
 STUDY = "06_stop_gradient_collapse"
+# The study's question in one line, for the report's summary
+QUESTION = ("In a minimal model with frustrated samples, does the label geometry collapse at a rate set by the "
+            "frustrated fraction, and does a head with stop-gradient prevent it?")
+# The verdict-table row (the start of its quantity) whose result the report's summary shows
+HEADLINE = "r > 0: min label distance"
 TRAIN = train_collapse
 
 # Notebook parameters that are CollapseConfig fields, under the same names: None takes the profile's value,
