@@ -7,8 +7,8 @@
 ``setup`` rejects parameter names the notebook does not have (those papermill injected, compared with
 the notebook's parameters cell), resolves the settings through the study's ``resolve``, opens the
 store the run writes to (canonical or a variant, below), loads the data the runs name (so missing data
-fails before any run; with ``download`` torchvision first fetches what is found nowhere), sets the plot theme and display options, and shows a header that says in bold
-which results the notebook writes, and where.
+fails before any run; with ``download`` torchvision first fetches what is found nowhere), sets the plot
+theme and display options, and shows a header that says in bold which results the notebook writes, and where.
 
 The variant rule, shared by the notebooks, ``lib.dispatch`` and ``lib.run_all`` (:func:`variant_of`):
 a profile's canonical results are the runs of its own parameters. The settings are resolved once with
