@@ -20,17 +20,20 @@ ROOT = PROJECT_ROOT.resolve()
 # What a user reads: the README, the notebooks (their jupytext text), the docs and the report's page.
 DOCUMENTS = sorted([ROOT / "README.md", *ROOT.glob("notebooks/*.py"), *ROOT.glob("docs/*.md"),
                     ROOT / "lib" / "report.py"])
-NAMED_OUTSIDE = re.compile(r"STUDIES\.md|/work/|shared folder", re.IGNORECASE)
+NAMED_OUTSIDE = re.compile(r"STUDIES\.md|/work/|(?i:shared folder)")  # docs/studies.md is in lower case
 PARENT_PATH = re.compile(r"(?:\.\./)+[\w.\-/]*")
 MARKDOWN_LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
 def outside_references(text: str, folder: Path) -> list[str]:
     """The references in ``text`` (of a file in ``folder``) to anything outside the repository: the
-    specification's old home, absolute machine paths, and ``../`` paths that climb out of the project."""
+    specification's old home, absolute machine paths, and ``../`` paths to nothing in the project."""
     found = [m.group(0) for m in NAMED_OUTSIDE.finditer(text)]
-    return found + [m.group(0) for m in PARENT_PATH.finditer(text)
-                    if not (folder / m.group(0)).resolve().is_relative_to(ROOT)]
+    for m in PARENT_PATH.finditer(text):
+        target = (folder / m.group(0).rstrip(".")).resolve()
+        if not (target.is_relative_to(ROOT) and target.exists()):
+            found.append(m.group(0))
+    return found
 
 
 def slug(heading: str) -> str:
@@ -71,7 +74,8 @@ def test_the_reference_check_finds_each_kind_and_allows_paths_inside():
     text = ("see STUDIES.md in the team's Shared Folder; --data-root ../shared/data; /work/main/x; "
             "the spec is ../docs/studies.md")
     found = outside_references(text, ROOT / "notebooks")
-    assert found == ["STUDIES.md", "Shared Folder", "/work/", "../shared/data"]  # ../docs/ stays inside
+    assert found == ["STUDIES.md", "Shared Folder", "/work/", "../shared/data"]  # ../docs/studies.md is here
+    assert outside_references("../../shared/data, ../README.md.", ROOT / "notebooks") == ["../../shared/data"]
 
 
 @pytest.mark.parametrize("path", [ROOT / "README.md", *ROOT.glob("docs/*.md")], ids=lambda p: p.name)
