@@ -1,6 +1,6 @@
 """Batched image augmentation on tensors, on whatever device the batch is on (no PIL).
 
-The CFF recipe (STUDIES.md, "Augmentation") is RandomCrop(H, padding=p) with zero fill, then an
+The CFF recipe (docs/studies.md, "The CFF model") is RandomCrop(H, padding=p) with zero fill, then an
 optional horizontal flip, then per-channel normalisation. Here each step handles a whole batch
 at once with one independent draw per image, as torchvision would per image, but vectorised.
 
@@ -8,7 +8,7 @@ Random numbers come only from the ``generator`` argument, so one generator per s
 run's augmentation reproducible. They are drawn on the generator's device and then moved to
 the batch's device: a CPU generator gives the same crops and flips for a batch on CPU or GPU.
 
-The SimCLR recipe (STUDIES.md, studies 4 and 5) is RandomResizedCrop, horizontal flip, colour
+The SimCLR recipe (docs/studies.md, studies 4 and 5) is RandomResizedCrop, horizontal flip, colour
 jitter applied with probability 0.8 (SimCLR's one jitter op, or the NORMS authors' four separate ones:
 :data:`JITTER_MODES`), grayscale with probability 0.2, then normalisation. Its
 per-image random parameters are drawn for the whole batch at once (:func:`draw_simclr_params`)

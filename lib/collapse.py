@@ -3,7 +3,7 @@
 This is a **reconstruction** [ours] of the model of COLLAPSE (Yao, Li & Liu 2026, arXiv
 2604.09979) from its published claims; the paper's equations are not public. Every formula
 below is our choice, made so that the model is the simplest one consistent with each stated
-claim (STUDIES.md, study 6). Agreement with those claims therefore checks our algebra and our
+claim (docs/studies.md, "Study 6"). Agreement with those claims therefore checks our algebra and our
 integrators, not the paper's derivation.
 
 The embedding-only model

@@ -9,7 +9,7 @@ Every dataset comes back as one :class:`ImageDataset` holding the full train and
 ``uint8 [N, C, H, W]`` tensors, so that training loops index batches and augment them on the
 device (:mod:`lib.augment`) instead of decoding images one by one.
 
-Sources, per the project's profiles (STUDIES.md, "Profiles"):
+Sources, per the project's profiles (docs/studies.md, "Profiles"):
 
 - real datasets (cifar10, cifar100, svhn, fashion_mnist, mnist): a prepared-arrays folder
   (``data_root=`` or env ``DATA_ROOT``, holding ``<name>.npz``), else torchvision's cache
@@ -212,9 +212,22 @@ def _cached_dataset(name: str, data_root: str | None, options: tuple) -> ImageDa
     return load_dataset(name, data_root=data_root, **dict(options))
 
 
-def get_dataset(name: str, options: dict | None = None, data_root: str | None = None) -> ImageDataset:
-    """A dataset loaded once per process: runs of a sweep share it."""
-    return _cached_dataset(name, data_root, tuple(sorted((options or {}).items())))
+def get_dataset(name: str, options: dict | None = None, data_root: str | None = None, *,
+                download: bool = False) -> ImageDataset:
+    """A dataset loaded once per process: runs of a sweep share it.
+
+    ``download`` (the notebooks' parameter) only says how a real dataset found nowhere may be fetched, not
+    what is loaded, so the cache leaves it out: once fetched, torchvision's cache holds it for every later
+    call, in this process and in the runs' worker processes alike.
+    """
+    key = tuple(sorted((options or {}).items()))
+    try:
+        return _cached_dataset(name, data_root, key)
+    except DatasetNotFoundError:
+        if not download:
+            raise
+    load_dataset(name, data_root=data_root, download=True, **dict(key))  # into torchvision's cache
+    return _cached_dataset(name, data_root, key)
 
 
 # ----------------------------------------------------------------------------------- real data
@@ -240,19 +253,26 @@ def _load_real(name, tv_name, num_classes, data_root, download, cache_dir):
     # torchvision raises RuntimeError when the files are absent and URLError/OSError/... when a
     # download fails; every one of them means "not from here", so record it and report below.
     except Exception as err:  # noqa: BLE001
-        tried.append(f"torchvision {tv_name} in {cache} (download={download}): {type(err).__name__}: {err}")
+        failure = f"{type(err).__name__}: {err}"
+        tried.append(f"torchvision {tv_name} in {cache} (download={download}): {failure}")
     else:
         _validate(*arrays, expected_classes=num_classes, where=f"torchvision {tv_name} in {cache}")
         return (*arrays, f"torchvision cache {cache}")
 
+    # The first line is the whole story: lib.run_all reports only that line of a failed notebook.
+    first = (f"dataset {name!r} could not be downloaded with download=True (no internet here?): {failure}"
+             if download else f"dataset {name!r} was not found (download=False)")
     raise DatasetNotFoundError(
-        f"dataset {name!r} was not found. Tried:\n"
+        f"{first}\nTried:\n"
         + "".join(f"  {i}. {t}\n" for i, t in enumerate(tried, 1))
         + "What you can do:\n"
-        f"  - set DATA_ROOT (or pass data_root=) to a folder holding {name}.npz with keys x_train "
-        "[N,H,W,C] uint8, y_train int64, x_test, y_test, classes;\n"
-        "  - pass download=True on a machine with internet (torchvision caches it in cache_dir);\n"
-        "  - or use the embedded datasets 'digits' or 'shapes', which need neither."
+        f"  - set the parameter data_root (--data-root; or env DATA_ROOT) to a folder holding {name}.npz with keys "
+        "x_train [N,H,W,C] uint8, y_train int64, x_test, y_test, classes;\n"
+        + (f"  - or run once with download=True on a machine with internet and bring its cache folder ({cache}) "
+           "here, naming it in env TORCHVISION_CACHE;\n" if download else
+           "  - or set the parameter download=True on a machine with internet (papermill: -p download True; "
+           f"python -m lib.run_all / lib.dispatch: --download): torchvision fetches {name} into {cache};\n")
+        + "  - or use the embedded datasets 'digits' or 'shapes', which need neither."
     )
 
 

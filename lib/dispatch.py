@@ -42,7 +42,8 @@ from typing import Callable
 import submitit
 
 from lib import PROJECT_ROOT, params
-from lib.notebook import load_datasets, open_store, relative, resolve_command
+from lib.data import DatasetNotFoundError
+from lib.notebook import download_datasets, load_datasets, open_store, relative, resolve_command
 from lib.params import PROFILE_NAMES, ParameterError
 from lib.results import FINISHED_STATUSES, ResultsStore
 from lib.studies import STUDIES, Study, find_study
@@ -76,7 +77,8 @@ class Plan:
 
 
 def make_plan(study: str | Study, *, profile: str = "quick", parameters: dict | None = None,
-              data_root: str | None = None, results_dir: str = "results", variant: str | None = None) -> Plan:
+              data_root: str | None = None, results_dir: str = "results", variant: str | None = None,
+              download: bool = False) -> Plan:
     """Check a study's parameters as its notebook would and list its runs (no training happens here).
 
     Parameters that differ from the profile's own make the plan write a variant, as the notebook would
@@ -87,6 +89,7 @@ def make_plan(study: str | Study, *, profile: str = "quick", parameters: dict | 
         raise ParameterError(f"profile={profile!r} is not allowed: one of {', '.join(PROFILE_NAMES)}")
     settings, variant = resolve_command(study, profile=profile, parameters=dict(parameters or {}),
                                         data_root=data_root, results_dir=results_dir, variant=variant)
+    download_datasets(study, settings, data_root, download)
     if study.check_data is not None:
         study.check_data(settings, data_root)
     configs = study.module.plan(settings)
@@ -184,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                         help="a notebook parameter, as papermill's -p")
     parser.add_argument("--data-root", help="folder of <name>.npz arrays (else $DATA_ROOT, then torchvision's cache)")
+    parser.add_argument("--download", action="store_true", help="let torchvision download missing datasets")
     parser.add_argument("--results-dir", default="results", help="relative to the project root")
     parser.add_argument("--variant", help="name of the variant the runs write (default: derived from the -p overrides)")
     parser.add_argument("--backend", default="local", choices=BACKENDS)
@@ -205,9 +209,13 @@ def main(argv: list[str] | None = None) -> int:
     data_root = str(Path(args.data_root).resolve()) if args.data_root else None
     try:
         plan = make_plan(args.study, profile=args.profile, data_root=data_root, results_dir=args.results_dir,
-                         parameters={name: parse_value(value) for name, value in args.parameter}, variant=args.variant)
+                         parameters={name: parse_value(value) for name, value in args.parameter}, variant=args.variant,
+                         download=args.download)
     except ParameterError as err:
         parser.error(str(err))
+    except DatasetNotFoundError as err:  # what was tried and what to do, without a traceback
+        print(err, file=sys.stderr)
+        return 1
     print(plan.summary(), flush=True)
     if args.dry_run or not plan.missing:
         return 0

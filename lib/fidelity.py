@@ -422,7 +422,7 @@ def _norms_training_rows(c, grad_scale, settings: dict, scale: str) -> list[dict
              "every parameter ÷ c once; c = 3 (SimCLR)", "utils.py (cut_weights); model_comparison.py ('cut': 3)",
              "[code]", "cut_simclr set for this run"),
         _row("cut-initialisation, SimSiam", f"c = {settings['cut_simsiam']:g}", "not in the public code",
-             "model_comparison.py runs SimCLR only", "[summary]", "STUDIES.md's c = 9 for non-contrastive methods"),
+             "model_comparison.py runs SimCLR only", "[summary]", "docs/studies.md: c = 9, non-contrastive"),
         _row("crop", f"RandomResizedCrop, scale ({c.crop_min_scale:g}, 1), flip p 0.5",
              "RandomResizedCrop, scale (0.2, 1), flip p 0.5", "data_utils.py (get_transforms)", "[code]",
              "set for this run"),
@@ -442,7 +442,7 @@ def _norms_training_rows(c, grad_scale, settings: dict, scale: str) -> list[dict
         _row("linear probe", "L-BFGS to convergence on frozen features, eval mode",
              "SGD for 2 epochs on augmented images, the backbone in train mode",
              "lin_evaluator.py (get_accuracies); simclr_default.yml (finetune_epochs 2)", "[code]",
-             "2 epochs do not converge, and train mode moves BatchNorm's statistics (STUDIES.md hazards)"),
+             "2 epochs do not converge, and train mode moves BatchNorm's statistics (docs/studies.md: hazards)"),
         _row("BatchNorm before evaluation", "re-estimated on the unaugmented training images" if c.recalibrate_bn
              else "running averages", "running averages", "model_comparison.py (save_ablations: model.eval())",
              "[code]",
@@ -661,7 +661,7 @@ def flat_fidelity_table(configs, settings: dict | None = None, *, data_root: str
              "main.py (--warmup_epochs 10, --epochs 100)", "[code]", scale),
         _row("epochs", c.epochs, 100, "main.py (--epochs)", "[code]", scale),
         _row("batch sizes", ", ".join(map(str, batches)), "512 (one per run)", "main.py (--batch_size)", "[code]",
-             "the study's grid (STUDIES.md: 16 … 512 on a CPU, up to 4096 on a GPU); the paper's grid is not in "
+             "the study's grid (docs/studies.md: 16 … 512 on a CPU, up to 4096 on a GPU); the paper's grid is not in "
              "the code"),
         _row("last partial batch; order", "dropped; reshuffled every epoch", "dropped; reshuffled every epoch",
              "main.py (DataLoader: shuffle=True, drop_last=True)", "[code]"),

@@ -156,7 +156,7 @@ def info_nce(z1: torch.Tensor, z2: torch.Tensor, temperature: float = 0.1) -> to
 
 
 def flat_nce(z1: torch.Tensor, z2: torch.Tensor, temperature: float = 0.1) -> torch.Tensor:
-    r"""FlatNCE (FLAT, STUDIES.md study 5) on two views ``z1``, ``z2`` ([N, dim]); see :func:`info_nce`.
+    r"""FlatNCE (FLAT; docs/studies.md, "Study 5") on two views ``z1``, ``z2`` ([N, dim]); see :func:`info_nce`.
 
     Flat logits compare each negative with the anchor's positive, and v_i is their log-sum-exp:
 

@@ -1,4 +1,4 @@
-"""The CFF vision transformer: a stack of separately trainable layers (STUDIES.md, CFF model).
+"""The CFF vision transformer: a stack of separately trainable layers (docs/studies.md, "The CFF model").
 
 Two initialisations, by name (``INITS``):
 - ``"cff"`` -- CFF's code (models/vit.py): positional embedding ``torch.randn`` (std 1); attention is

@@ -7,14 +7,14 @@
 ``setup`` rejects parameter names the notebook does not have (those papermill injected, compared with
 the notebook's parameters cell), resolves the settings through the study's ``resolve``, opens the
 store the run writes to (canonical or a variant, below), loads the data the runs name (so missing data
-fails before any run), sets the plot theme and display options, and shows a header that says in bold
-which results the notebook writes, and where.
+fails before any run; with ``download`` torchvision first fetches what is found nowhere), sets the plot
+theme and display options, and shows a header that says in bold which results the notebook writes, and where.
 
 The variant rule, shared by the notebooks, ``lib.dispatch`` and ``lib.run_all`` (:func:`variant_of`):
 a profile's canonical results are the runs of its own parameters. The settings are resolved once with
 the parameters given and once with the notebook's defaults for the same profile; any difference,
-leaving out the operational parameters (``OPERATIONAL``: where data and results live, how many
-workers, which device, ``force``), makes the run a *variant*. It is named by the ``variant``
+leaving out the operational parameters (``OPERATIONAL``: where data and results live, whether data may
+be downloaded, how many workers, which device, ``force``), makes the run a *variant*. It is named by the ``variant``
 parameter, else from the overridden settings (``m0-0.3_seeds-3``), and its records, tables and
 renders live under ``<results>/variants/<variant>/`` (``lib.results.variant_root``).
 """
@@ -37,8 +37,8 @@ from lib.results import ResultsStore, config_json, variant_root
 from lib.studies import Study, find_study
 
 # Parameters that say where and how a run happens, not what it computes: they never make a variant.
-RESERVED = ("profile", "data_root", "results_dir", "variant")  # set by a command's own option, not by -p
-OPERATIONAL = ("data_root", "results_dir", "workers", "device", "force", "variant")
+RESERVED = ("profile", "data_root", "download", "results_dir", "variant")  # set by a command's own option, not -p
+OPERATIONAL = ("data_root", "download", "results_dir", "workers", "device", "force", "variant")
 VARIANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
 DERIVED_NAME_MAX = 80  # a longer derived name is cut and ends with a hash of the whole
 INJECTED_CELL = "# Parameters"  # the first line of the cell papermill injects with the -p values
@@ -151,17 +151,24 @@ def open_store(study: Study, settings: dict, configs: list, results_dir: str | P
     return store, [] if settings.get("force") else store.copy_finished(canonical, configs)
 
 
-def load_datasets(configs: list, data_root: str | None) -> dict[str, str]:
+def load_datasets(configs: list, data_root: str | None, *, download: bool = False) -> dict[str, str]:
     """Load every dataset the run configs name (their unseen sets too), so that a missing one fails
-    here, before any run; ``{label: where it came from}``."""
+    here, before any run (``download``: torchvision may fetch it); ``{label: where it came from}``."""
     sources = {}
     for config in map(as_dict, configs):
         for spec in [config, *[o for o in config.get("ood") or [] if isinstance(o, dict)]]:
             name, options = spec.get("dataset"), spec.get("dataset_options") or {}
             label = f"{name} {options}" if options else str(name)
             if name in DATASETS and label not in sources:
-                sources[label] = get_dataset(name, options, data_root).source
+                sources[label] = get_dataset(name, options, data_root, download=download).source
     return sources
+
+
+def download_datasets(study: Study, settings: dict, data_root: str | None, download: bool) -> None:
+    """With ``download``, fetch the datasets of the study's whole plan before its ``check_data``, which would
+    skip one it cannot load (the data are then in torchvision's cache for every process)."""
+    if params.flag("download", download):
+        load_datasets(study.module.plan(settings), data_root, download=True)
 
 
 def relative(path: Path) -> str:
@@ -231,6 +238,7 @@ def setup(module: ModuleType, namespace: dict, *, precision: int = 3) -> Setup:
     settings = module.resolve(dict(namespace))
     variant, changes = variant_of(study, namespace, settings)
     data_root = namespace.get("data_root")
+    download_datasets(study, settings, data_root, namespace.get("download", False))
     checked = study.check_data(settings, data_root) if study.check_data else None
     configs = module.plan(settings)
     store, reused = open_store(study, settings, configs, namespace.get("results_dir", "results"), variant)

@@ -1,4 +1,4 @@
-"""ResNet-18 with the CIFAR stem, SimCLR's network and SimSiam's (STUDIES.md, studies 4 and 5).
+"""ResNet-18 with the CIFAR stem, SimCLR's network and SimSiam's (docs/studies.md, studies 4 and 5).
 
 The CIFAR stem replaces ImageNet's 7x7 stride-2 convolution and max-pool by one 3x3 stride-1
 convolution, so a 32x32 image reaches the last stage at 4x4 instead of 1x1. ``width_multiplier`` multiplies

@@ -60,13 +60,14 @@ class Job:
 
 
 def plan_job(study: Study, *, profile: str, results_dir: str, parameters: dict, variant: str | None = None,
-             data_root: str | None = None) -> Job:
+             data_root: str | None = None, download: bool = False) -> Job:
     """Check the parameters as the notebook will (names, values) and decide canonical or variant. No compute."""
     _, name = resolve_command(study, profile=profile, parameters=parameters, data_root=data_root,
                               results_dir=results_dir, variant=variant)
     given = {**parameters, "profile": profile, "results_dir": results_dir,
              **({"variant": variant} if variant is not None else {}),
-             **({"data_root": data_root} if data_root is not None else {})}
+             **({"data_root": data_root} if data_root is not None else {}),
+             **({"download": True} if download else {})}
     output_dir = variant_root(PROJECT_ROOT / results_dir, name) / "notebooks"
     return Job(NOTEBOOKS / f"{study.notebook}.ipynb", given, output_dir, name)
 
@@ -104,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default="quick", choices=PROFILE_NAMES)
     parser.add_argument("--only", nargs="*", help="notebook name prefixes, e.g. 01 03")
     parser.add_argument("--data-root", help="folder of <name>.npz arrays (else $DATA_ROOT, then torchvision's cache)")
+    parser.add_argument("--download", action="store_true", help="let torchvision download missing datasets")
     parser.add_argument("--results-dir", default="results", help="relative to the project root")
     parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                         help="a notebook parameter, as papermill's -p (checked against every selected notebook)")
@@ -117,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     by_notebook = {s.notebook: s for s in STUDIES.values()}
     try:
         jobs = [plan_job(by_notebook[nb.stem], profile=args.profile, results_dir=args.results_dir,
-                         parameters=parameters, variant=args.variant, data_root=data_root) for nb in selected]
+                         parameters=parameters, variant=args.variant, data_root=data_root, download=args.download)
+                for nb in selected]
     except ParameterError as err:
         parser.error(str(err))
     failed = []

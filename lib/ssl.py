@@ -15,7 +15,7 @@ The module is over 400 lines because it is the whole method: the config (a third
 line per field), the network and optimiser built from it, the step, the epoch loop and the trainer;
 the reusable pieces live in lib.optim, lib.evaluation, lib.interventions and lib.losses.
 
-Decisions where STUDIES.md is silent [ours]:
+Decisions where the specification (docs/studies.md) is silent [ours]:
 - Every training image is used (no validation split): nothing is selected on held-out data.
 - The last, smaller batch of an epoch is dropped, as in FLAT's data loader [code]: the batch size
   sets the number of negatives, so every step has 2N - 2 of them.

@@ -28,8 +28,8 @@
 #
 # Evidence tags: **[code]** read in CFF's public code, **[paper]** the MARGIN paper's abstract,
 # **[summary]** secondary summaries (approximate), **[ours]** our decision where the sources are
-# silent. The specification is `STUDIES.md` (study 1); the library decisions are in `lib/cff.py`
-# and `lib/studies/margin_factorial.py`.
+# silent. The specification is `docs/studies.md` ("Study 1", "The CFF model"); the library decisions are in
+# `lib/cff.py` and `lib/studies/margin_factorial.py`.
 
 # %% tags=["parameters"]
 from typing import Optional
@@ -39,6 +39,7 @@ profile: str = "quick"  # smoke | quick | cpu | paper
 dataset: Optional[str] = None  # cifar10 | cifar100 | svhn | fashion_mnist | mnist | digits | shapes
 dataset_options: Optional[dict] = None  # lib.data.load_dataset options, e.g. {"num_classes": 10, "difficulty": 0.3}
 data_root: Optional[str] = None  # folder of <name>.npz arrays; None: $DATA_ROOT, then torchvision's cache
+download: bool = False  # True: torchvision may download a real dataset found nowhere (needs internet)
 seeds: Optional[int] = None  # seeds per factorial cell (paper: 7)
 margin_modes: list = ["clamp", "subtract"]  # margin treatments compared [paper]
 stabilizers: list = ["detach", "direct"]  # logit stabilisers compared [paper]

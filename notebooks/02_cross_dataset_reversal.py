@@ -24,13 +24,13 @@
 #
 # **Design**: study 1's comparison, clamp against subtract, per dataset, with seeds per arm a
 # parameter. One logit stabiliser is run: `detach` and `direct` give the same gradients, and study 1
-# found their runs bit-identical [ours, allowed by STUDIES.md]. Per dataset: VR with the two-sided
+# found their runs bit-identical [ours, allowed by the specification]. Per dataset: VR with the two-sided
 # F-test and a bootstrap 95% CI, Levene and Brown–Forsythe tests, mean accuracy per arm (top-1, and
 # top-5 for 100 classes, as CFF's code reports for CIFAR-100), layer-0 CAR, and the positive-pair
 # density measured in the training batches.
 #
 # **Data**: every real dataset is normalised with its own channel statistics and augmented as
-# STUDIES.md says (crop padding 4 for CIFAR-100, SVHN, Fashion-MNIST and MNIST, 12 for CIFAR-10;
+# `docs/studies.md` says (crop padding 4 for CIFAR-100, SVHN, Fashion-MNIST and MNIST, 12 for CIFAR-10;
 # horizontal flips for the CIFARs only). The `smoke` and `quick` profiles run on the procedural
 # `shapes` generator instead: **a controlled stand-in for the real datasets, not a reproduction of
 # them**. `shapes10` and `shapes100` differ only in the class count (10 against 100), which turns
@@ -39,7 +39,7 @@
 # resembles, and the verdicts say so.
 #
 # Evidence tags: **[code]** CFF's public code, **[paper]** the MARGIN paper's abstract, **[summary]**
-# secondary summaries (approximate), **[ours]** our decision. Specification: `STUDIES.md` (study 2);
+# secondary summaries (approximate), **[ours]** our decision. Specification: `docs/studies.md` ("Study 2");
 # library: `lib/studies/cross_dataset.py`, `lib/studies/common.py`, `lib/cff.py`.
 
 # %% tags=["parameters"]
@@ -51,6 +51,7 @@ datasets: Optional[list] = None  # cifar10, cifar100, svhn, fashion_mnist, mnist
 skip_missing: Optional[bool] = None  # True: skip datasets that cannot be found, saying why; False: fail before training
 shapes_options: Optional[dict] = None  # n_train / n_test / seed of the procedural stand-ins
 data_root: Optional[str] = None  # folder of <name>.npz arrays; None: $DATA_ROOT, then torchvision's cache
+download: bool = False  # True: torchvision may download a real dataset found nowhere (needs internet)
 seeds: Optional[int] = None  # seeds per arm and dataset (about 5 reproduce the paper's p-values [ours, inferred])
 margin_modes: list = ["clamp", "subtract"]  # margin treatments compared [paper]
 # One logit stabiliser is enough: it is gradient-neutral.

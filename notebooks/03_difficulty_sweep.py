@@ -40,7 +40,7 @@
 # SVHN**. Every real dataset is normalised with its own channel statistics; digits are never flipped.
 #
 # Evidence tags: **[paper]** the MARGIN paper's abstract, **[summary]** secondary summaries
-# (approximate), **[ours]** our decision. Specification: `STUDIES.md` (study 3); library:
+# (approximate), **[ours]** our decision. Specification: `docs/studies.md` ("Study 3"); library:
 # `lib/studies/difficulty_sweep.py`, `lib/studies/common.py`, `lib/augment.py` (`distort`).
 
 # %% tags=["parameters"]
@@ -51,6 +51,7 @@ profile: str = "quick"  # smoke | quick | cpu | paper
 dataset: Optional[str] = None  # cifar10 | cifar100 | svhn | fashion_mnist | mnist | digits | shapes
 dataset_options: Optional[dict] = None  # lib.data.load_dataset options, e.g. {"num_classes": 10} for shapes
 data_root: Optional[str] = None  # folder of <name>.npz arrays; None: $DATA_ROOT, then torchvision's cache
+download: bool = False  # True: torchvision may download a real dataset found nowhere (needs internet)
 knob: Optional[str] = None  # aug_level (augmentation strength, any dataset) | difficulty (shapes only)
 levels: Optional[list] = None  # knob levels, none to severe: aug_level 0..4, difficulty in [0, 1]
 seeds: Optional[int] = None  # seeds per arm and level

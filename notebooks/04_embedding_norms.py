@@ -51,7 +51,7 @@
 #
 # Evidence tags: **[paper]** the paper's abstract, **[code]** the authors' public code
 # (Andrew-Draganov/SSLEmbeddingNorms), **[summary]** secondary summaries (approximate), **[ours]** our
-# decision. Specification: `STUDIES.md` (study 4); library: `lib/ssl.py` (config and training),
+# decision. Specification: `docs/studies.md` ("Study 4"); library: `lib/ssl.py` (config and training),
 # `lib/evaluation.py`, `lib/interventions.py`, `lib/simulations.py`, `lib/studies/embedding_norms.py`.
 #
 # The authors' training details are the defaults, each a named parameter: the backbone's
@@ -95,6 +95,7 @@ dataset: Optional[str] = None  # training data: cifar10 | cifar100 | svhn | fash
 dataset_options: Optional[dict] = None  # lib.data.load_dataset options
 imbalanced_dataset: Optional[str] = None  # data of the imbalanced runs (paper: cifar100)
 data_root: Optional[str] = None  # folder of <name>.npz arrays; None: $DATA_ROOT, then torchvision's cache
+download: bool = False  # True: torchvision may download a real dataset found nowhere (needs internet)
 methods: list = ["simclr", "simsiam"]  # simclr | simsiam
 interventions: Optional[list] = None  # balanced: default | weight_decay | cut_init | grad_scale | cut_init+grad_scale
 imbalanced_interventions: Optional[list] = None  # on the imbalanced subset (the same names; [] for none)

@@ -47,7 +47,7 @@
 #
 # Evidence tags: **[code]** read in FLAT's public code, **[paper]** the paper's abstract,
 # **[summary]** secondary summaries (approximate), **[ours]** our decision. Specification:
-# `STUDIES.md` (study 5); library: `lib/ssl.py`, `lib/losses.py`, `lib/studies/flatnce_batch.py`.
+# `docs/studies.md` ("Study 5"); library: `lib/ssl.py`, `lib/losses.py`, `lib/studies/flatnce_batch.py`.
 
 # %% tags=["parameters"]
 from typing import Optional
@@ -57,6 +57,7 @@ dataset: Optional[str] = None  # cifar10 | cifar100 | svhn | fashion_mnist | mni
 # dataset_options, e.g. {"num_classes": 10, "image_size": 32}
 dataset_options: Optional[dict] = None  # lib.data.load_dataset options for shapes
 data_root: Optional[str] = None  # folder of <name>.npz arrays; None: $DATA_ROOT, then torchvision's cache
+download: bool = False  # True: torchvision may download a real dataset found nowhere (needs internet)
 batch_sizes: Optional[list] = None  # images per step N (2N - 2 negatives per anchor); the paper: 16 ... 4096
 losses: list = ["infonce", "flatnce"]  # contrastive losses compared [paper]
 seeds: Optional[int] = None  # seeds per batch size and loss

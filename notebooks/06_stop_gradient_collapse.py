@@ -39,8 +39,8 @@
 # W² c_a = (1 − r) c_a + r c̄: eigenvalue 1 on the mean direction, 1 − r on the class directions, at any scale.
 #
 # Evidence tags: **[paper]** the abstract, **[summary]** secondary summaries (approximate), **[ours]** our decision
-# where the sources are silent. The specification is `STUDIES.md` (study 6); the study's settings and analysis are in
-# `lib/studies/stop_gradient.py`, one run (its config and training) in `lib/collapse_train.py`.
+# where the sources are silent. The specification is `docs/studies.md` ("Study 6"); the study's settings and
+# analysis are in `lib/studies/stop_gradient.py`, one run (its config and training) in `lib/collapse_train.py`.
 
 # %% tags=["parameters"]
 from typing import Optional
@@ -67,6 +67,7 @@ input_noise: Optional[float] = None  # norm of the teacher's input noise (config
 real_dataset: Optional[str] = None  # the real-data check: digits (embedded) | mnist | fashion_mnist | cifar10 | ...
 real_train_subset: Optional[int] = None  # training images of the real-data check (0: all)
 data_root: Optional[str] = None  # folder of <name>.npz arrays; None: $DATA_ROOT, then torchvision's cache
+download: bool = False  # True: torchvision may download a real dataset found nowhere (needs internet)
 results_dir: str = "results"  # records and tables go here (relative to the project root)
 variant: Optional[str] = None  # None: canonical results, or results/variants/<name>/ when a parameter is overridden
 force: bool = False  # re-run configs that already have a finished record

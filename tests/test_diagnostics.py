@@ -1,4 +1,4 @@
-"""Tests of lib.diagnostics against STUDIES.md (clamp activation rate, positive-pair density)."""
+"""Tests of lib.diagnostics against docs/studies.md (clamp activation rate, positive-pair density)."""
 from __future__ import annotations
 
 import math
@@ -165,7 +165,7 @@ def test_density_class_balanced_is_2n_over_k_minus_1(n_per_view, k):
 
 @pytest.mark.parametrize("k,formula,nearest", [(10, 101.4, 101), (100, 9.24, 9)])
 def test_density_studies_batch_512(k, formula, nearest):
-    """STUDIES.md: "about 101 for 10 classes at batch 512 with two views, about 9 for CIFAR-100".
+    """docs/studies.md (study 2): about 101 positives per anchor for 10 classes, about 9 for 100, at batch 512.
 
     2N = 1024 views; 2N/K - 1 = 101.4 (K=10) and 9.24 (K=100). 512 is not divisible by K, so the
     most balanced batch (class sizes differing by one) gives slightly more: sum n_k^2/2N - 1 =

@@ -1,4 +1,4 @@
-"""Tests of lib.losses against STUDIES.md, "The CFF model and loss (studies 1-3)".
+"""Tests of lib.losses against docs/studies.md, "The CFF model (studies 1–3)".
 
 The reference below (``naive_margin_supcon``) is written independently of the library, straight
 from the spec, with explicit Python loops over anchors i and pairs j, in float64.

@@ -27,7 +27,7 @@ from tests.parameter_domains import DOMAINS
 
 # Which parameters a notebook passes through without validating in resolve: paths and names, used only to read
 # and write.
-PATHS = {"data_root", "results_dir", "variant"}  # variant: a folder name, checked by lib.notebook
+PATHS = {"data_root", "download", "results_dir", "variant"}  # variant (a folder name), download: lib.notebook checks
 
 scalars = st.one_of(
     st.none(), st.booleans(), st.integers(-50, 50),

@@ -2,7 +2,7 @@
 
 Design [paper]: study 1's clamp-against-subtract comparison on CIFAR-100, SVHN and Fashion-MNIST,
 with CIFAR-10 beside them. The stabiliser is gradient-neutral (study 1 found detach and direct runs
-bit-identical), so one stabiliser is run [ours, allowed by STUDIES.md]. Per dataset: the variance
+bit-identical), so one stabiliser is run [ours, allowed by docs/studies.md, "Study 2"]. Per dataset: the variance
 ratio with its tests, the mean accuracy per arm, the layer-0 clamp activation rate (CAR) and the
 positive-pair density.
 
@@ -54,7 +54,7 @@ STAND_INS = {
 REAL_STAND_INS = {"mnist": "svhn"}
 ENTRIES = (*REAL_DATASETS, *STAND_INS)
 
-# Published numbers of study 2 (STUDIES.md), CIFAR-10's from study 1. Accuracies in percent.
+# Published numbers of study 2 (docs/studies.md, "Study 2"), CIFAR-10's from study 1. Accuracies in percent.
 PUBLISHED = {
     "cifar10": dict(vr=5.90, vr_tag="[paper]", car=60.7, car_tag="[paper]", p=0.003),
     "cifar100": dict(vr=0.39, vr_tag="[paper]", car=29.0, car_tag="[summary]"),
@@ -73,8 +73,8 @@ PROFILES = {
     "quick": dict(datasets=["shapes10", "shapes100", "shapes10_easy"], skip_missing=False,
                   shapes_options={"n_train": 3000, "n_test": 1000}, seeds=5, layers=3, embed_dim=32, heads=2, patch=4,
                   epochs=6, batch_size=256, train_subset=0, probe_epochs=15, workers=2),
-    # 3 of the 5 are in ../shared/data (CIFAR-100 and SVHN are not: skipped, saying why). Study 1's
-    # cpu model (batch 512, probe_epochs 15: see there); 6 seeds per arm, 36 runs.
+    # 3 of the 5 are in the offline folder of .npz arrays (--data-root; CIFAR-100 and SVHN are not: skipped,
+    # saying why). Study 1's cpu model (batch 512, probe_epochs 15: see there); 6 seeds per arm, 36 runs.
     "cpu": dict(datasets=["cifar10", "cifar100", "svhn", "fashion_mnist", "mnist"], skip_missing=True,
                 shapes_options={}, seeds=6, layers=4, embed_dim=64, heads=4, patch=4, epochs=8, batch_size=512,
                 train_subset=9000, probe_epochs=15, workers=2),

@@ -18,7 +18,7 @@ the default) or ``sqrt``, lr = 0.075 x sqrt(B) (SimCLR's small-batch rule, Chen 
 B.1) [ours], an option that no profile runs; ``lr`` left as None takes the rule's published base rate
 (:data:`lib.optim.BASE_LR`). ``projector_bn=True`` gives SimCLR's head with BatchNorm [ours].
 
-Decisions where STUDIES.md is silent [ours]:
+Decisions where the specification (docs/studies.md, "Study 5") is silent [ours]:
 - Every run sees the same number of epochs, as in the paper, so a larger batch takes fewer steps;
   the run table keeps the step count beside the accuracy. Warm-up is FLAT's 10% of the epochs.
 - The verdict's gradient-scale factor per batch size is 1 - e^(-l) of each run's final-epoch InfoNCE l
@@ -71,14 +71,14 @@ PROFILES = {
                   batch_sizes=[16, 64, 256], seeds=2, epochs=5, warmup_epochs=0.5, width_multiplier=0.125,
                   optimizer="lars", lr_scaling="linear", train_subset=0, probe_steps=200, projector_bn=False,
                   workers=2),
-    # The 10,000-image CIFAR-10 subset of ../shared/data: 5 batch sizes x 2 losses x 2 seeds = 20 runs of
+    # The 10,000-image CIFAR-10 subset (.npz arrays, --data-root): 5 batch sizes x 2 losses x 2 seeds = 20 runs of
     # 6 epochs. The same grid's runs of issue 13 (same step cost) took 7.2 min each on one core (11 min at
     # batch 32, 5.5-7 at the others; evaluation included): 20 x 7.2 / 2 workers = 72 minutes. The sqrt arm
     # would add as many runs (144 minutes in all, over the 2-hour budget), so it is an option, not a profile arm.
     "cpu": dict(dataset="cifar10", dataset_options={}, batch_sizes=[32, 64, 128, 256, 512], seeds=2, epochs=6,
                 warmup_epochs=0.6, width_multiplier=0.25, optimizer="lars", lr_scaling="linear", train_subset=0,
                 probe_steps=500, projector_bn=False, workers=2),
-    # FLAT's CIFAR-10 settings [code]: 10 warm-up epochs, 100 epochs, width 1; the batch grid (STUDIES.md: up
+    # FLAT's CIFAR-10 settings [code]: 10 warm-up epochs, 100 epochs, width 1; the batch grid (docs/studies.md: up
     # to 4096 on a GPU) and 3 seeds are ours.
     "paper": dict(dataset="cifar10", dataset_options={}, batch_sizes=[16, 32, 64, 128, 256, 512, 1024, 2048, 4096],
                   seeds=3, epochs=100, warmup_epochs=10.0, width_multiplier=1.0, optimizer="lars",
@@ -199,7 +199,7 @@ def _welch_or_none(a: np.ndarray, b: np.ndarray):
 
 
 def analyze(runs: pd.DataFrame, s: dict) -> dict:
-    """Every quantity of STUDIES.md study 5 from the runs frame; accuracies in percent.
+    """Every quantity of docs/studies.md, "Study 5", from the runs frame; accuracies in percent.
 
     ``cells``: per batch size and loss, runs, accuracies (mean, sd over seeds), final diagnostics,
     steps; ``info_nce_factor_final`` is the mean over seeds of 1 - e^(-l) of each run's final-epoch

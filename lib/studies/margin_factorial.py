@@ -135,7 +135,7 @@ def stabilizer_pairs(main: pd.DataFrame) -> dict:
 
 
 def analyze(runs: pd.DataFrame, s: dict) -> dict:
-    """Every quantity of STUDIES.md study 1, from the runs frame (its factorial and dose-response runs,
+    """Every quantity of docs/studies.md, "Study 1", from the runs frame (its factorial and dose-response runs,
     :func:`main_runs`). Accuracies and CAR in percent. The gradient-norm ratio and its Welch test count
     a seed's detach and direct runs once (their mean): ``grad_norm_*`` of the all-epoch means, ``final``
     (:func:`common.final_epoch`) of the last epoch, with the CAR of both arms there."""

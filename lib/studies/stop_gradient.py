@@ -236,7 +236,7 @@ BY_CONSTRUCTION = "by construction of our reconstruction: the check is that simu
 
 
 def paper_vs_reproduced(out: dict, s: dict) -> pd.DataFrame:
-    """Our number, the paper's claim, the evidence tag and an honest verdict for each claim of STUDIES.md."""
+    """Our number, the paper's claim, the evidence tag and an honest verdict for each claim of docs/studies.md."""
     rows = []
 
     def row(quantity, ours, paper, tag, verdict):
