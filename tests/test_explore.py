@@ -7,6 +7,7 @@ import json
 import nbformat
 import pytest
 from nbclient import NotebookClient
+from nbconvert import HTMLExporter
 
 from lib import PROJECT_ROOT, explore
 from lib.params import ParameterError
@@ -34,7 +35,8 @@ def test_sliders_recompute_in_a_real_kernel():
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(source) for source in SLIDER_CELLS]
     resources = {"metadata": {"path": str(PROJECT_ROOT)}}
-    NotebookClient(nb, timeout=600, kernel_name="python3", resources=resources).execute()
+    # without widget state, as lib.run_all renders: the static HTML then shows the explorers' text/html
+    NotebookClient(nb, timeout=600, kernel_name="python3", resources=resources, store_widget_state=False).execute()
     printed = json.loads("".join(o["text"] for o in nb.cells[1].outputs if o["output_type"] == "stream"))
     before, after = printed["before"], printed["after"]
     # rho 0.5 -> 1: four times the steps (to rounding of the stopping step), and a new norm curve
@@ -46,9 +48,11 @@ def test_sliders_recompute_in_a_real_kernel():
 
     assert shrink(after["collapse_none"]) < shrink(before["collapse_none"])
     assert after["collapse_sg"] != before["collapse_sg"]
-    # the widget is displayed with its static fallback: the default view as an image
+    # the widget is displayed with its static fallback, the default view as an image, which the HTML shows
     bundle = nb.cells[0].outputs[0]["data"]
     assert "application/vnd.jupyter.widget-view+json" in bundle and "data:image/png;base64," in bundle["text/html"]
+    html, _ = HTMLExporter().from_notebook_node(nb)
+    assert bundle["text/html"] in html
 
 
 def _record(store: ResultsStore, seed: int, lr: float, top1: float) -> dict:
