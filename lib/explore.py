@@ -18,6 +18,7 @@ import json
 import math
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
 
 import ipywidgets as widgets
@@ -59,9 +60,21 @@ class Explorer(widgets.VBox):
         return bundle
 
 
+@contextmanager
+def _one_thread():
+    """Run torch on one thread: the simulations' tensors are tiny, and on a busy machine the idle threads of
+    a parallel region wait so long for a core that a 0.1 s recomputation took 20 s with two threads."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def _png(fig: Figure) -> bytes:
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=80, bbox_inches="tight", metadata={"Software": None})
+    fig.savefig(buffer, format="png", dpi=80, metadata={"Software": None})
     return buffer.getvalue()
 
 
@@ -115,17 +128,18 @@ def collapse_view(*, r: float, gamma: float, dt: float, steps: int, head_rate: f
     of m = 10, d = 8, Euler steps of the hand-written flow) so that a slider recomputes it at once."""
     att = model.balanced_attachment(num_classes, samples_per_class, r)
     u0, v0 = model.init_embeddings(att, embed_dim, torch.Generator().manual_seed(seed))
-    record = model.record_steps(steps, points=40)
+    record = model.record_steps(steps, points=30)
     data = {}
-    for mode in model.MODES:
-        W0 = None if mode == "none" else model.head_start(embed_dim, 1.0)
-        run = model.simulate(att, u0, v0, W0, mode=mode, gamma=gamma, dt=dt, steps=steps, head_rate=head_rate,
-                             integrator="euler", record=record)
-        data[mode] = {"t": np.asarray(run["t"]), "min_label_distance": np.asarray(run["min_label_distance"]),
-                      "accuracy": np.asarray(run["accuracy"])}
-    t = data["none"]["t"]
-    data["closed_form"] = {"t": t, "min_label_distance": np.asarray(
-        closed_form_min_label_distance(att, u0, v0, gamma, t))}
+    with _one_thread():
+        for mode in model.MODES:
+            W0 = None if mode == "none" else model.head_start(embed_dim, 1.0)
+            run = model.simulate(att, u0, v0, W0, mode=mode, gamma=gamma, dt=dt, steps=steps, head_rate=head_rate,
+                                 integrator="euler", record=record)
+            data[mode] = {"t": np.asarray(run["t"]), "min_label_distance": np.asarray(run["min_label_distance"]),
+                          "accuracy": np.asarray(run["accuracy"])}
+        t = data["none"]["t"]
+        data["closed_form"] = {"t": t, "min_label_distance": np.asarray(
+            closed_form_min_label_distance(att, u0, v0, gamma, t))}
     labels = {"none": "no head", "sg": "head + stop-gradient", "no_sg": "head, no stop-gradient"}
     fig = Figure(figsize=(11, 3.8))
     left, right = fig.subplots(1, 2)
@@ -147,7 +161,7 @@ def collapse_view(*, r: float, gamma: float, dt: float, steps: int, head_rate: f
     return data, fig, None
 
 
-def collapse_explorer(*, r: float = 0.2, gamma: float = 1.0, dt: float = 0.1, steps: int = 400,
+def collapse_explorer(*, r: float = 0.2, gamma: float = 1.0, dt: float = 0.1, steps: int = 300,
                       head_rate: float = 10.0) -> Explorer:
     """Sliders for study 6's minimal model (:func:`collapse_view`), named as in ``lib.collapse``: r (the
     frustrated fraction, a multiple of 1/10 here), gamma, dt (gamma dt stays <= 0.5), steps, head_rate."""
@@ -156,7 +170,7 @@ def collapse_explorer(*, r: float = 0.2, gamma: float = 1.0, dt: float = 0.1, st
         "r": widgets.FloatSlider(value=r, min=0.0, max=0.9, step=0.1, description="r", **slider),
         "gamma": widgets.FloatSlider(value=gamma, min=0.1, max=2.0, step=0.1, description="γ", **slider),
         "dt": widgets.FloatSlider(value=dt, min=0.01, max=0.25, step=0.01, description="dt", **slider),
-        "steps": widgets.IntSlider(value=steps, min=50, max=1000, step=50, description="steps", **slider),
+        "steps": widgets.IntSlider(value=steps, min=50, max=600, step=50, description="steps", **slider),
         "head_rate": widgets.FloatSlider(value=head_rate, min=0.5, max=20.0, step=0.5, description="head_rate",
                                          **slider),
     }
@@ -171,7 +185,8 @@ def sphere_view(*, rho: float, lr: float, pairs: int, dim: int, max_steps: int =
     """:func:`lib.simulations.sphere_convergence` at one starting norm rho: the mean norm of the points at
     every step until the pairs align (mean cos >= 1 - 1e-3) or ``max_steps``. Steps to align grow as rho^2 for
     a fixed lr / pairs, and no step shrinks a norm."""
-    run = sphere_convergence([rho], pairs=pairs, dim=dim, lr=lr, max_steps=max_steps, seed=seed)
+    with _one_thread():
+        run = sphere_convergence([rho], pairs=pairs, dim=dim, lr=lr, max_steps=max_steps, seed=seed)
     norms, steps = run["mean_norm"][0], int(run["steps"][0])
     data = {"step": np.arange(len(norms)), "mean_norm": norms, "steps": steps,
             "min_norm_change": float(run["min_norm_change"][0])}
@@ -260,16 +275,17 @@ def curve_frame(records: list[dict], runs: pd.DataFrame, curve: str, layer: int)
             values = [v[layer] if layer < len(v) else math.nan for v in values]
         x = curves["t"][: len(values)] if "t" in curves else list(range(1, len(values) + 1))
         frames.append(pd.DataFrame({"run_id": rec["run_id"], "cell": cell[rec["run_id"]], "seed": rec["seed"],
-                                    "x": x, "value": values}))
+                                    "x": x, "value": pd.to_numeric(pd.Series(values, dtype=object),
+                                                                   errors="coerce")}))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run_id", "cell", "seed", "x",
                                                                                        "value"])
 
 
-def results_view(records: list[dict], *, metric: str, curve: str, layer: int, cell: str,
+def results_view(records: list[dict], frames: dict, *, metric: str, curve: str, layer: int, cell: str,
                  title: str) -> tuple[dict, Figure, pd.DataFrame]:
     """Per-seed values of ``metric`` in every cell (table: cells by seeds, with mean and std), and the
-    chosen curve of every run, coloured by cell; ``cell`` (or ALL_CELLS) narrows both."""
-    frames = records_frames(records)
+    chosen curve of every run, coloured by cell; ``cell`` (or ALL_CELLS) narrows both. ``frames``: the
+    records' :func:`records_frames`."""
     runs = frames["runs"]
     if cell != ALL_CELLS:
         runs = runs[runs.cell == cell]
@@ -324,14 +340,15 @@ def results_explorer(study, *, profile: str | None = None, variant: str | None =
     first_profile = profile if profile in profiles else profiles[0]
     cache: dict = {}
 
-    def load(v: str, p: str) -> list[dict]:
+    def load(v: str, p: str) -> tuple[list[dict], dict]:
+        """The records of a variant and profile and their frames, read once."""
         if (v, p) not in cache:
-            root = variant_root(results, None if v == CANONICAL else v)
-            cache[v, p] = ResultsStore(root, name, p).records()
+            records = ResultsStore(variant_root(results, None if v == CANONICAL else v), name, p).records()
+            cache[v, p] = records, records_frames(records)
         return cache[v, p]
 
     def choices(v: str, p: str) -> dict:
-        frames = records_frames(load(v, p))
+        frames = load(v, p)[1]
         metric = next((m for m in PREFERRED_METRICS if m in frames["metrics"]), (frames["metrics"] or [""])[0])
         return {"metrics": frames["metrics"] or [""], "metric": metric,
                 "curves": frames["curves"] or [NO_CURVE], "layers": frames["layers"],
@@ -371,6 +388,6 @@ def results_explorer(study, *, profile: str | None = None, variant: str | None =
 
     def view(*, variant: str, profile: str, metric: str, curve: str, layer: int, cell: str):
         title = f"{name} · {profile}" + ("" if variant == CANONICAL else f" · variant {variant}")
-        return results_view(load(variant, profile), metric=metric, curve=curve, layer=layer, cell=cell, title=title)
+        return results_view(*load(variant, profile), metric=metric, curve=curve, layer=layer, cell=cell, title=title)
 
     return _explorer(controls, view, before=before)
