@@ -25,7 +25,6 @@ import ipywidgets as widgets
 import numpy as np
 import pandas as pd
 import torch
-from IPython.display import HTML, Image, display
 from matplotlib.figure import Figure
 
 from lib import PROJECT_ROOT
@@ -99,17 +98,20 @@ def _explorer(controls: dict[str, widgets.Widget], view: Callable[..., tuple[dic
                 values = {name: w.value for name, w in controls.items()}
             start = time.process_time()
             data, fig, table = view(**values)
-            png = _png(fig)
+            png = base64.b64encode(_png(fig)).decode()
             box.data, box.seconds = data, time.process_time() - start
         finally:
             busy.clear()
         table_html = "" if table is None else table.to_html(float_format=lambda x: f"{x:.4g}", na_rep="")
-        box.static_html = f"{table_html}<img src=\"data:image/png;base64,{base64.b64encode(png).decode()}\"/>"
-        output.clear_output(wait=True)
-        with output:
-            if table is not None:
-                display(HTML(table_html))
-            display(Image(png))
+        box.static_html = f"{table_html}<img alt=\"the view\" src=\"data:image/png;base64,{png}\"/>"
+        # Set the output widget's contents, rather than capture a display into it: the same in every frontend,
+        # and nbclient (papermill) fails on captured output when it keeps no widget state.
+        shown = [{"output_type": "display_data", "metadata": {},
+                  "data": {"image/png": png, "text/plain": "<figure>"}}]
+        if table is not None:
+            shown.insert(0, {"output_type": "display_data", "metadata": {},
+                             "data": {"text/html": table_html, "text/plain": table.to_string()}})
+        output.outputs = tuple(shown)
 
     for w in controls.values():
         w.observe(redraw, names="value")
