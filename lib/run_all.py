@@ -86,7 +86,10 @@ def render(notebook: Path, *, profile: str, results_dir: str = "results", parame
             papermill.execute_notebook(str(notebook), str(executed), cwd=str(PROJECT_ROOT), kernel_name="python3",
                                        parameters={"profile": profile, "results_dir": results_dir,
                                                    **(parameters or {})},
-                                       progress_bar=False)
+                                       progress_bar=False,
+                                       # no widget state: a static render shows each widget's own text/html
+                                       # (the explorers' default view), not a widget that needs a live kernel
+                                       store_widget_state=False)
         except BaseException:
             if executed.exists():
                 (output_dir / FAILED).mkdir(exist_ok=True)

@@ -452,3 +452,24 @@ display(Markdown(f"Notebook compute after setup: {time.perf_counter() - t_notebo
 # %%
 print(records[0]["extra"].get("rerun", "(recorded before provenance was kept: "
                                        "python -m lib.rerun --train <module.function> --config <its config>)"))
+
+# %% [markdown]
+# ## Explore the results
+# Choose the variant (the shipped results or one under `results/variants/`), the profile, a metric, a curve, the
+# layer (where the curves have layers) and a cell: the table holds each seed's value in every cell (a cell is one
+# combination of the settings the runs differ in, seeds apart), the left panel the same as dots, the right panel the
+# chosen curve of every run. The controls need a live kernel; a static render shows this notebook's own results.
+
+# %%
+from lib import explore
+
+explore.results_explorer(study, profile=settings["profile"], variant=nb.variant, results_dir=results_dir)
+
+# %% [markdown]
+# ### The sphere simulation, by hand
+# Section (a) at one starting norm ρ, with this notebook's lr, pairs and dimension to start from: the mean norm of
+# the points at every gradient step until the pairs align. Doubling ρ takes four times the steps, and the norm only
+# grows.
+
+# %%
+explore.sphere_explorer(lr=settings["sphere_lr"], pairs=settings["pairs"], dim=settings["dim"])

@@ -301,3 +301,24 @@ display(comparison)
 # %%
 print(records[0]["extra"].get("rerun", "(recorded before provenance was kept: "
                                        "python -m lib.rerun --train <module.function> --config <its config>)"))
+
+# %% [markdown]
+# ## Explore the results
+# Choose the variant (the shipped results or one under `results/variants/`), the profile, a metric, a curve, the
+# layer (where the curves have layers) and a cell: the table holds each seed's value in every cell (a cell is one
+# combination of the settings the runs differ in, seeds apart), the left panel the same as dots, the right panel the
+# chosen curve of every run. The controls need a live kernel; a static render shows this notebook's own results.
+
+# %%
+from lib import explore
+
+explore.results_explorer(study, profile=settings["profile"], variant=nb.variant, results_dir=results_dir)
+
+# %% [markdown]
+# ### The minimal model, by hand
+# Section A and B's model from one small random start (n = 4 classes of 10 samples, d = 8), with this notebook's γ,
+# dt and head rate to start from: move r to see the label geometry collapse at γ(1 − √(1 − r)) without a head (the
+# closed form dotted) and stay apart with the head and stop-gradient; slow the head (head_rate) to see when it fails.
+
+# %%
+explore.collapse_explorer(gamma=settings["gamma"], dt=settings["dt"], head_rate=settings["head_rate"])
