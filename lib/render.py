@@ -22,6 +22,7 @@ figures are made deterministic in the notebooks' kernel (``lib.notebook.setup``,
 from __future__ import annotations
 
 import copy
+import json
 import os
 import re
 from pathlib import Path
@@ -36,6 +37,7 @@ REPORT_SUFFIX = "_report"  # <notebook>_<profile>_report.html: the copy without 
 INJECTED_ID = "injected-parameters"  # papermill gives its injected cell a random id; the tag it has is stable
 TIMINGS = ("start_time", "end_time", "duration")  # papermill's, in the notebook's and each cell's metadata
 WIDGET_ID = re.compile(r"\b[0-9a-f]{32}\b")  # ipywidgets' model ids: uuid4 hex, new in every kernel
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"  # an output that shows a widget model
 # JupyterLab's stylesheet right-aligns every table cell; the findings are sentences, read from the left.
 FINDINGS_CSS = """<style>
 .celltag_findings .jp-RenderedHTMLCommon td, .celltag_findings .jp-RenderedHTMLCommon th {
@@ -106,16 +108,23 @@ def normalize(nb: nbformat.NotebookNode, target: Path) -> nbformat.NotebookNode:
 
 
 def renumber_widgets(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """Widget model ids replaced by their order of first appearance (outputs in cell order, then the saved
-    widget state), so an explorer's saved view does not change the file from one execution to the next."""
-    text = nbformat.writes(nb)
+    """Widget model ids replaced by numbers in a fixed order — the models the outputs show, in cell order, then
+    the models each of those refers to in the saved widget state (``IPY_MODEL_<id>``), breadth first — so an
+    explorer's saved view does not change the file from one execution to the next."""
     state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
     if not state:
         return nb
+    text = nbformat.writes(nb)
+    queue = [i for c in nb.cells for o in c.get("outputs", [])
+             for i in WIDGET_ID.findall(json.dumps(o.get("data", {}).get(WIDGET_VIEW, {})))]
     order = {}
-    for model_id in WIDGET_ID.findall(text):
-        if model_id in state:
-            order.setdefault(model_id, f"{len(order) + 1:032x}")
+    while queue:
+        model_id = queue.pop(0)
+        if model_id in state and model_id not in order:
+            order[model_id] = f"{len(order) + 1:032x}"
+            queue += WIDGET_ID.findall(json.dumps(state[model_id], sort_keys=True))
+    for model_id in sorted(set(state) - set(order), key=lambda i: json.dumps(state[i], sort_keys=True)):
+        order[model_id] = f"{len(order) + 1:032x}"  # not shown (left by a closed widget): by content
     return nbformat.reads(WIDGET_ID.sub(lambda m: order.get(m[0], m[0]), text), as_version=4)
 
 
