@@ -36,7 +36,7 @@ FINDINGS = "findings"  # the tag of the cells moved under the title in the reade
 REPORT_SUFFIX = "_report"  # <notebook>_<profile>_report.html: the copy without input cells
 INJECTED_ID = "injected-parameters"  # papermill gives its injected cell a random id; the tag it has is stable
 TIMINGS = ("start_time", "end_time", "duration")  # papermill's, in the notebook's and each cell's metadata
-WIDGET_ID = re.compile(r"\b[0-9a-f]{32}\b")  # ipywidgets' model ids: uuid4 hex, new in every kernel
+WIDGET_ID = re.compile(r"(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f])")  # ipywidgets' model ids: uuid4 hex, new each time
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"  # an output that shows a widget model
 # JupyterLab's stylesheet right-aligns every table cell; the findings are sentences, read from the left.
 FINDINGS_CSS = """<style>
