@@ -1,5 +1,6 @@
 """lib.render: re-rendering unchanged records gives byte-identical files; the reader's copies open with the findings."""
 import base64
+import re
 import shutil
 import uuid
 from pathlib import Path
@@ -60,8 +61,12 @@ def test_the_readers_copies_open_with_the_findings_and_the_report_has_no_code(re
     assert reader.cells[1:3] == tagged and "paper_vs_reproduced" in reader.cells[2].source
     full, report = files[f"{NAME}.html"].decode(), files[f"{NAME}{render.REPORT_SUFFIX}.html"].decode()
     for page in (full, report):  # the findings table comes before the first figure, its text left-aligned
-        assert page.index("celltag_findings") < page.index("data:image/png") and render.FINDINGS_CSS in page
-    assert '<div class="jp-InputArea' in full and '<div class="jp-InputArea' not in report
+        assert page.index('celltag_findings"') < page.index("<img ") and render.FINDINGS_CSS in page
+    code_cells = {name: re.findall(r'class="jp-Cell jp-CodeCell[^"]*"', page) for name, page in
+                  (("full", full), ("report", report))}
+    assert len(code_cells["full"]) == len(code_cells["report"]) > 0
+    assert not any("jp-mod-noInput" in c for c in code_cells["full"])
+    assert all("jp-mod-noInput" in c for c in code_cells["report"]) and 'class="highlight' not in report
 
 
 def test_no_absolute_path_of_the_machine_is_left(renders):
