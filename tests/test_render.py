@@ -12,7 +12,7 @@ from lib import PROJECT_ROOT, dispatch, render, run_all
 from lib.results import variant_root
 from lib.studies import STUDIES
 
-NOTEBOOK = "06_stop_gradient_collapse"  # the fastest notebook at the smoke profile (docs/notes/renders.md)
+NOTEBOOK = "06_stop_gradient_collapse"  # the cheapest smoke notebook, by its runs (docs/notes/renders.md)
 NAME = f"{NOTEBOOK}_smoke"
 
 
