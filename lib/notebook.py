@@ -229,6 +229,7 @@ class Setup:
 def setup(module: ModuleType, namespace: dict, *, precision: int = 3) -> Setup:
     """The setup cell of every notebook: check the parameters in ``namespace`` (the notebook's
     ``globals()``), resolve them, open the store, load the data, set the theme and show the header."""
+    import numpy as np
     import pandas as pd
     import seaborn as sns
     from IPython.display import Markdown, display
@@ -244,6 +245,7 @@ def setup(module: ModuleType, namespace: dict, *, precision: int = 3) -> Setup:
     store, reused = open_store(study, settings, configs, namespace.get("results_dir", "results"), variant)
     sources = load_datasets(configs, data_root)
     sns.set_theme(style="whitegrid", context="notebook")
+    np.random.seed(0)  # strip plots jitter their dots with numpy's global generator: a re-render repeats them
     pd.set_option("display.precision", precision)
     pd.set_option("display.max_colwidth", None)  # verdicts are sentences: never cut them
     nb = Setup(study, settings, configs, store, variant, changes, reused, sources, checked, data_root)

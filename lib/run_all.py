@@ -25,14 +25,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import nbformat
 import papermill
-from nbconvert import HTMLExporter
 
 from lib import PROJECT_ROOT
 from lib.dispatch import parse_value
 from lib.notebook import relative, resolve_command
 from lib.params import PROFILE_NAMES, ParameterError
+from lib.render import write_renders
 from lib.report import write_index
 from lib.results import variant_root
 from lib.studies import STUDIES, Study
@@ -74,9 +73,10 @@ def plan_job(study: Study, *, profile: str, results_dir: str, parameters: dict, 
 
 def render(notebook: Path, *, profile: str, results_dir: str = "results", parameters: dict | None = None,
            output_dir: Path | None = None) -> Path:
-    """Execute one notebook with papermill into a temporary file; on success move it and its HTML to
-    ``<output_dir>/<notebook>_<profile>.{ipynb,html}`` and return the HTML path. On failure the executed
-    notebook goes to ``<output_dir>/failed/`` and the error is raised; the previous render stays as it was."""
+    """Execute one notebook with papermill into a temporary file; on success move it and its renders
+    (``lib.render``) to ``<output_dir>/<notebook>_<profile>{.ipynb,.html,_report.html}`` and return the HTML
+    path. On failure the executed notebook goes to ``<output_dir>/failed/`` and the error is raised; the previous
+    render stays as it was."""
     output_dir = output_dir or PROJECT_ROOT / results_dir / "notebooks"
     output_dir.mkdir(parents=True, exist_ok=True)
     target = output_dir / f"{notebook.stem}_{profile}.ipynb"
@@ -95,10 +95,8 @@ def render(notebook: Path, *, profile: str, results_dir: str = "results", parame
                 (output_dir / FAILED).mkdir(exist_ok=True)
                 os.replace(executed, output_dir / FAILED / target.name)
             raise
-        html, _ = HTMLExporter().from_notebook_node(nbformat.read(executed, as_version=4))
-        executed.with_suffix(".html").write_text(html, encoding="utf-8")
-        os.replace(executed, target)
-        os.replace(executed.with_suffix(".html"), target.with_suffix(".html"))
+        for path in write_renders(executed, target):  # the ipynb and its two HTML copies (lib.render)
+            os.replace(path, output_dir / path.name)
     (output_dir / FAILED / target.name).unlink(missing_ok=True)  # an older run's failure is stale now
     return target.with_suffix(".html")
 

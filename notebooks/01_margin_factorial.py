@@ -121,7 +121,7 @@ main_runs = (study.main_runs(runs, settings)[lambda d: (d.status == "ok") & (d.m
              .assign(top1_pct=lambda d: 100 * d.top1))
 fig, ax = plt.subplots(figsize=(6, 4))
 sns.pointplot(data=main_runs, x="margin_mode", y="top1_pct", hue="stabilizer", dodge=0.3, linestyle="none",
-              errorbar=("ci", 95), capsize=0.1, ax=ax, legend=False)
+              errorbar=("ci", 95), seed=0, capsize=0.1, ax=ax, legend=False)
 sns.stripplot(data=main_runs, x="margin_mode", y="top1_pct", hue="stabilizer", dodge=True, alpha=0.7, ax=ax)
 ax.set(xlabel="margin mode", ylabel="top-1 test accuracy (%)", title="Accuracy per cell, every seed shown")
 plt.show()
@@ -220,7 +220,7 @@ else:
         f"{t['ratio_high']:.2f}]); over the last {t['fitted']} epochs it changes by {t['slope']:+.3f} per epoch "
         f"(95% CI [{t['slope_low']:+.3f}, {t['slope_high']:+.3f}]). Verdict: {study.trend_verdict(t)}."))
 
-# %% [markdown]
+# %% [markdown] tags=["findings"]
 # ## Paper against reproduced
 # Verdicts are ours and say when a number was not reproduced at this scale. A variance ratio counts
 # as reproduced only with the published direction *and* p < 0.05. The layer-0 CAR and gradient-norm
@@ -231,7 +231,7 @@ else:
 # Profiles below `paper` use a reduced model and far fewer epochs (see the settings above): a "not
 # reproduced" there is a statement about this scale, not about the paper.
 
-# %%
+# %% tags=["findings"]
 comparison = study.paper_vs_reproduced(out, trajectory)
 comparison_path = store.write_frame("paper_vs_reproduced", comparison)
 display(comparison)

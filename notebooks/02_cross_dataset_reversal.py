@@ -205,7 +205,7 @@ if groups:
     plt.tight_layout()
     plt.show()
 
-# %% [markdown]
+# %% [markdown] tags=["findings"]
 # ## Paper against reproduced
 # Every published number of study 2, with CIFAR-10's from study 1. A VR counts as reproduced only
 # with the published direction *and* p < 0.05. A row measured on a stand-in says so; a dataset that
@@ -213,7 +213,7 @@ if groups:
 # the all-epoch mean beside it. Profiles below `paper` use a reduced model and far fewer epochs: a
 # "not reproduced" there is a statement about this scale, not about the paper.
 
-# %%
+# %% tags=["findings"]
 comparison = study.paper_vs_reproduced(summary, skipped)
 comparison_path = store.write_frame("paper_vs_reproduced", comparison)
 display(comparison)

@@ -212,7 +212,7 @@ if groups:
     plt.tight_layout()
     plt.show()
 
-# %% [markdown]
+# %% [markdown] tags=["findings"]
 # ## Paper against reproduced
 # Accuracy ranges differ between datasets, so each published point is set beside our level nearest
 # to it in *relative* accuracy — the share of the way from chance to the ceiling (the paper's 97%,
@@ -220,7 +220,7 @@ if groups:
 # p < 0.05. Rows measured on a stand-in say so. Profiles below `paper` use a reduced model and far
 # fewer epochs: a "not reproduced" there is a statement about this scale, not about the paper.
 
-# %%
+# %% tags=["findings"]
 comparison = study.paper_vs_reproduced(summary, chance, stand_in)
 comparison_path = store.write_frame("paper_vs_reproduced", comparison)
 display(comparison)

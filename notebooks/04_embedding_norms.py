@@ -131,14 +131,12 @@ variant: Optional[str] = None  # None: canonical results, or results/variants/<n
 force: bool = False  # re-run configs that already have a finished record
 
 # %%
-import time
-
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
 from IPython.display import Markdown, display
-from matplotlib.ticker import NullFormatter, ScalarFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from lib.data import get_dataset
 from lib.evaluation import ood_label
@@ -158,10 +156,11 @@ stand_in = None if settings["dataset"] in ("cifar10", "cifar100") else settings[
 MIN_BUCKET = 10  # norm buckets with fewer test samples are left out of the plots (their accuracy is noise)
 
 
-def radius_axis(ax, radii):
-    """Log-scaled x axis labelled at the simulated radii."""
-    ax.set_xticks(radii)
-    ax.xaxis.set_major_formatter(ScalarFormatter())
+def radius_axis(ax):
+    """Log-scaled x axis labelled at 1, 2 and 5 times the powers of ten: the cpu profile's radii are too dense
+    on a log axis to label each without the labels overlapping."""
+    ax.xaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
     ax.xaxis.set_minor_formatter(NullFormatter())
 
 
@@ -177,7 +176,6 @@ def norm_histograms(ax, run, title, labels, *, prefix=""):
         ax.hist(v, bins=bins, alpha=0.5, density=True, label=label + auc)
     ax.set(xscale="log", xlabel="‖z‖ (projector output, log scale)", ylabel="density", title=title)
     ax.legend(fontsize="x-small")
-t_notebook = time.perf_counter()
 display(Markdown(
     f"Image runs ({', '.join(settings['methods'])}; "
     f"{settings['seeds']} seed(s); width ×{settings['width_multiplier']}, {settings['epochs']} epochs, "
@@ -230,7 +228,7 @@ left.loglog(rho_line, np.exp(np.mean(np.log(ok.steps) - fit["slope"] * np.log(ok
             label=f"fit: slope {fit['slope']:.2f}")
 left.loglog(rho_line, ok.steps_over_rho2.median() * rho_line ** 2, "--", color="grey", label="slope 2 (predicted)")
 left.set(xlabel="starting norm ρ", ylabel="gradient steps", title="Convergence slows as ρ²")
-radius_axis(left, ok.rho)
+radius_axis(left)
 left.legend()
 for rho, history in zip(sphere["radii"], sphere["mean_norm"]):
     right.plot(np.arange(len(history)) / max(1, len(history) - 1), history / history[0], label=f"ρ = {rho:g}")
@@ -341,7 +339,7 @@ class_rows = [dict(method=r["config"]["method"], intervention=study.intervention
 if class_rows:
     class_norms = pd.DataFrame(class_rows)
     grid = sns.relplot(data=class_norms, x="count", y="norm", hue="intervention", col="method", kind="line", marker="o",
-                       facet_kws={"sharey": False}, height=3.6, aspect=1.3)
+                       seed=0, facet_kws={"sharey": False}, height=3.6, aspect=1.3)
     grid.set(xscale="log", xlabel="training images of the class", ylabel="mean ‖z‖ of the class")
     plt.show()
 else:
@@ -413,7 +411,7 @@ fig, axes = plt.subplots(1, 3, figsize=(17, 4.3))
 axes[0].loglog(ok.rho, ok.steps, "o", label=f"ours: slope {fit['slope']:.2f}")
 axes[0].loglog(rho_line, ok.steps_over_rho2.median() * rho_line ** 2, "--", color="grey", label="predicted: slope 2")
 axes[0].set(xlabel="starting norm ρ", ylabel="steps to converge", title="(a) convergence slows as ρ²")
-radius_axis(axes[0], ok.rho)
+radius_axis(axes[0])
 axes[0].legend()
 default_buckets = buckets[(buckets.intervention == "default") & (buckets["count"] >= MIN_BUCKET)]
 sns.lineplot(data=default_buckets, x="centre", y="accuracy", hue="method", marker="o", errorbar=None, ax=axes[1])
@@ -428,7 +426,7 @@ fig.suptitle(f"Embedding norms — profile {settings['profile']} on {settings['d
 plt.tight_layout()
 plt.show()
 
-# %% [markdown]
+# %% [markdown] tags=["findings"]
 # ## Paper against reproduced
 # A direction counts as reproduced with p < 0.05 where a test exists; accuracy changes from one
 # seed per arm are directions only. Rows measured on a stand-in say so. Profiles below `paper`
@@ -438,11 +436,10 @@ plt.show()
 # than the initial one is not counted as learned. The latent-class verdict is the binomial test of the
 # rarest class ending smallest against chance.
 
-# %%
+# %% tags=["findings"]
 comparison = study.paper_vs_reproduced(fit, convergence, latent_summary, runs, ood_labels, near_label, stand_in)
 store.write_frame("paper_vs_reproduced", comparison)
 display(comparison)
-display(Markdown(f"Notebook compute after setup: {time.perf_counter() - t_notebook:.0f} s."))
 
 # %% [markdown]
 # **Re-running one run.** Every record carries the exact command that reproduces it

@@ -249,13 +249,13 @@ display(factors)
 identity_error = study.gradient_identity_error(temperature=settings["temperature"])
 display(Markdown(f"Largest relative deviation (16 anchors): **{identity_error:.1e}**."))
 
-# %% [markdown]
+# %% [markdown] tags=["findings"]
 # ## Paper against reproduced
 # Verdicts are ours. "Reproduced" for a difference needs its direction at every batch size *and*
 # Welch p < 0.05; the ImageNet and transfer numbers are not measured by any profile here and say
 # so. Every measured verdict names the scale it was measured at.
 
-# %%
+# %% tags=["findings"]
 verdicts = study.paper_vs_reproduced(out, settings, identity_error)
 store.write_frame("paper_vs_reproduced", verdicts)
 display(verdicts)

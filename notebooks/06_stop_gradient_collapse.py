@@ -282,13 +282,13 @@ g.axes[1][0].set_ylabel("clean test accuracy")
 g.figure.suptitle(f"Real data ({settings['real_dataset']}): separation and test accuracy", y=1.02)
 plt.show()
 
-# %% [markdown]
+# %% [markdown] tags=["findings"]
 # ## Paper against reproduced
 # Verdicts are ours. Claims that hold in our model by construction say so: reproducing them checks the algebra and
 # the integrators, not the paper. `[summary]` claims are known only approximately, so the numbers in the paper column
 # are the forms they take, not measured values.
 
-# %%
+# %% tags=["findings"]
 comparison = study.paper_vs_reproduced(out, settings)
 comparison_path = store.write_frame("paper_vs_reproduced", comparison)
 display(comparison)

@@ -1,0 +1,165 @@
+"""The renders of an executed notebook: the notebook itself, made reproducible, and two HTML copies for readers.
+
+    from lib.render import write_renders
+    write_renders(executed, target)   # <target>.ipynb, <target>.html, <target>_report.html beside `executed`
+
+``lib.run_all`` calls it after papermill has executed a notebook. Three files come out:
+
+- ``<notebook>_<profile>.ipynb``: the executed notebook in execution order, so it runs top to bottom again
+  as it stands; only what changes from one execution to the next is taken out (below).
+- ``<notebook>_<profile>.html``: the reader's copy, code included, with the cells tagged ``findings`` (the
+  paper-vs-reproduced table, computed near the end) moved under the title, their text left-aligned.
+- ``<notebook>_<profile>_report.html``: the same without input cells (nbconvert's ``exclude_input``).
+
+Re-rendering from unchanged records gives byte-identical files. What an execution would otherwise leave
+different: papermill's start, end and duration and the kernel's execution timestamps (removed), the id
+papermill gives its injected-parameters cell and the ids of widget models (renumbered in order), papermill's
+temporary output path (replaced by the target's), and absolute paths of the machine in sources and outputs —
+warnings name ``/…/lib/studies/common.py``, a data source ``/…/shared/data/cifar10.npz`` — rewritten relative to
+the project root (the data root and ``$DATA_ROOT`` as the relative path from it, the home folder as ``~``). The
+figures are made deterministic in the notebooks' kernel (``lib.notebook.setup``, ``lib.plots``).
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+from pathlib import Path
+
+import nbformat
+from nbconvert import HTMLExporter
+
+from lib import PROJECT_ROOT
+
+FINDINGS = "findings"  # the tag of the cells moved under the title in the reader's copies
+REPORT_SUFFIX = "_report"  # <notebook>_<profile>_report.html: the copy without input cells
+INJECTED_ID = "injected-parameters"  # papermill gives its injected cell a random id; the tag it has is stable
+TIMINGS = ("start_time", "end_time", "duration")  # papermill's, in the notebook's and each cell's metadata
+WIDGET_ID = re.compile(r"(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f])")  # ipywidgets' model ids: uuid4 hex, new each time
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"  # an output that shows a widget model
+# JupyterLab's stylesheet right-aligns every table cell; the findings are sentences, read from the left.
+FINDINGS_CSS = """<style>
+.celltag_findings .jp-RenderedHTMLCommon td, .celltag_findings .jp-RenderedHTMLCommon th {
+  text-align: left; vertical-align: top; }
+</style>
+"""
+
+
+def path_replacements(nb: nbformat.NotebookNode) -> dict[str, str]:
+    """``{absolute folder: what replaces it}``: the project root, the notebook's data root (its ``data_root``
+    parameter) and ``$DATA_ROOT`` relative to the project root, the home folder as ``~``."""
+    data_roots = [nb.metadata.get("papermill", {}).get("parameters", {}).get("data_root"), os.environ.get("DATA_ROOT")]
+    folders = {str(Path.home()): "~"}
+    for root in data_roots:
+        if root and Path(root).is_absolute():
+            folders[str(Path(root))] = os.path.relpath(root, PROJECT_ROOT)
+    folders[str(PROJECT_ROOT)] = "."
+    return {folder: short for folder, short in folders.items() if folder != os.sep}
+
+
+def relative_paths(text: str, replacements: dict[str, str]) -> str:
+    """``text`` with every absolute folder of ``replacements`` (the longest first, whole path components only)
+    replaced: ``/home/me/project/lib/x.py`` -> ``lib/x.py``, ``/home/me/project`` -> ``.``."""
+    for folder in sorted(replacements, key=len, reverse=True):
+        short = replacements[folder]
+        text = re.sub(re.escape(folder) + r"(/|(?![\w.-]))",
+                      lambda m, short=short: (short + "/" if short != "." else "") if m[1] else short, text)
+    return text
+
+
+def _rewrite_text(node, rewrite):
+    """Apply ``rewrite`` to every string of an output's JSON-like content, images left alone."""
+    if isinstance(node, str):
+        return rewrite(node)
+    if isinstance(node, list):
+        return [_rewrite_text(v, rewrite) for v in node]
+    if isinstance(node, dict):
+        return {k: v if k.startswith("image/") else _rewrite_text(v, rewrite) for k, v in node.items()}
+    return node
+
+
+def normalize(nb: nbformat.NotebookNode, target: Path) -> nbformat.NotebookNode:
+    """The executed notebook with what differs between executions of unchanged records taken out (module
+    docstring); ``target``: where it goes (papermill recorded a temporary path)."""
+    nb = copy.deepcopy(nb)
+    replacements = path_replacements(nb)
+
+    def rewrite(text: str) -> str:
+        return relative_paths(text, replacements)
+
+    run = nb.metadata.get("papermill")
+    if run is not None:
+        for key in TIMINGS:
+            run.pop(key, None)
+        run["input_path"] = rewrite(run.get("input_path", ""))
+        run["output_path"] = rewrite(str(target))
+        run["parameters"] = _rewrite_text(run.get("parameters", {}), rewrite)
+    for cell in nb.cells:
+        cell.metadata.pop("execution", None)
+        for key in TIMINGS:
+            cell.metadata.get("papermill", {}).pop(key, None)
+        if INJECTED_ID in cell.metadata.get("tags", []):
+            cell.id = INJECTED_ID
+        cell.source = rewrite(cell.source)
+        if "outputs" in cell:
+            cell.outputs = [nbformat.from_dict(_rewrite_text(o, rewrite)) for o in cell.outputs]
+    return renumber_widgets(nb)
+
+
+def renumber_widgets(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Widget model ids replaced by numbers in a fixed order — the models the outputs show, in cell order, then
+    the models each of those refers to in the saved widget state (``IPY_MODEL_<id>``), breadth first — so an
+    explorer's saved view does not change the file from one execution to the next."""
+    state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    if not state:
+        return nb
+    text = nbformat.writes(nb)
+    queue = [i for c in nb.cells for o in c.get("outputs", [])
+             for i in WIDGET_ID.findall(json.dumps(o.get("data", {}).get(WIDGET_VIEW, {})))]
+    order = {}
+    while queue:
+        model_id = queue.pop(0)
+        if model_id in state and model_id not in order:
+            order[model_id] = f"{len(order) + 1:032x}"
+            queue += WIDGET_ID.findall(json.dumps(state[model_id], sort_keys=True))
+    for model_id in sorted(set(state) - set(order), key=lambda i: json.dumps(state[i], sort_keys=True)):
+        order[model_id] = f"{len(order) + 1:032x}"  # not shown (left by a closed widget): by content
+    return nbformat.reads(WIDGET_ID.sub(lambda m: order.get(m[0], m[0]), text), as_version=4)
+
+
+def findings_first(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The reader's order: the cells tagged ``findings`` moved under the title, the first line of the first
+    (markdown) cell; the rest of that cell follows them."""
+    findings = [c for c in nb.cells if FINDINGS in c.metadata.get("tags", [])]
+    if not findings:
+        return nb
+    nb = copy.deepcopy(nb)
+    rest = [c for c in nb.cells if FINDINGS not in c.metadata.get("tags", [])]
+    title, intro = rest[0], rest[1:]
+    if title.cell_type == "markdown" and "\n" in title.source.strip():
+        heading, body = title.source.split("\n", 1)
+        intro.insert(0, nbformat.v4.new_markdown_cell(body.strip("\n"), id=f"{title.id}-intro"))
+        title = nbformat.v4.new_markdown_cell(heading, id=title.id)
+    nb.cells = [title, *copy.deepcopy(findings), *intro]
+    return nb
+
+
+def to_html(nb: nbformat.NotebookNode, title: str, *, exclude_input: bool = False) -> str:
+    exporter = HTMLExporter(exclude_input=exclude_input, exclude_input_prompt=exclude_input)
+    html, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
+    return html.replace("</head>", FINDINGS_CSS + "</head>", 1)
+
+
+def write_renders(executed: Path, target: Path) -> list[Path]:
+    """Render the executed notebook ``executed`` for ``target`` (``<folder>/<notebook>_<profile>.ipynb``):
+    the ipynb rewritten in place and its two HTML copies beside it, named after ``target``; returns the three
+    paths, for the caller to move into ``target``'s folder."""
+    nb = normalize(nbformat.read(executed, as_version=4), target)
+    nbformat.write(nb, executed)
+    reader = findings_first(nb)
+    full = executed.with_name(f"{target.stem}.html")
+    report = executed.with_name(f"{target.stem}{REPORT_SUFFIX}.html")
+    full.write_text(to_html(reader, target.stem), encoding="utf-8")
+    report.write_text(to_html(reader, target.stem, exclude_input=True), encoding="utf-8")
+    return [executed, full, report]

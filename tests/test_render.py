@@ -1,0 +1,98 @@
+"""lib.render: re-rendering unchanged records gives byte-identical files; the reader's copies open with the findings."""
+import base64
+import re
+import shutil
+import uuid
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from lib import PROJECT_ROOT, dispatch, render, run_all
+from lib.results import variant_root
+from lib.studies import STUDIES
+
+NOTEBOOK = "06_stop_gradient_collapse"  # the cheapest smoke notebook, by its runs (docs/notes/renders.md)
+NAME = f"{NOTEBOOK}_smoke"
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """The renders in ``folder`` and every PNG figure in its notebook, by name."""
+    files = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+    nb = nbformat.reads(files[f"{NAME}.ipynb"].decode(), as_version=4)
+    pngs = [o["data"]["image/png"] for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+    return files | {f"figure-{i}.png": base64.b64decode(png) for i, png in enumerate(pngs)}
+
+
+@pytest.fixture(scope="module")
+def renders():
+    """The notebook rendered twice at the smoke profile from the same records, which ``lib.dispatch`` wrote
+    first. They go to a variant of their own under results/variants/ (not versioned, removed afterwards): the
+    shipped results are not touched, and every path the notebook prints lies under the project root."""
+    variant = f"test-render-{uuid.uuid4().hex[:8]}"
+    study = next(s for s in STUDIES.values() if s.notebook == NOTEBOOK)
+    job = run_all.plan_job(study, profile="smoke", results_dir="results", parameters={}, variant=variant)
+    try:
+        assert dispatch.main([NOTEBOOK[:2], "--profile", "smoke", "--variant", variant, "--workers", "1"]) == 0
+        snapshots = []
+        for _ in range(2):
+            run_all.render(job.notebook, profile="smoke", parameters=job.parameters, output_dir=job.output_dir)
+            snapshots.append(snapshot(job.output_dir))
+        yield snapshots
+    finally:
+        shutil.rmtree(variant_root(PROJECT_ROOT / "results", variant), ignore_errors=True)
+
+
+def test_re_rendering_unchanged_records_gives_byte_identical_html_ipynb_and_png(renders):
+    first, second = renders
+    assert {f"{NAME}.ipynb", f"{NAME}.html", f"{NAME}{render.REPORT_SUFFIX}.html", "figure-0.png"} <= set(first)
+    assert set(first) == set(second)
+    assert [name for name in first if first[name] != second[name]] == []
+
+
+def test_the_readers_copies_open_with_the_findings_and_the_report_has_no_code(renders):
+    files = renders[0]
+    executed = nbformat.reads(files[f"{NAME}.ipynb"].decode(), as_version=4)
+    tagged = [c for c in executed.cells if render.FINDINGS in c.metadata.get("tags", [])]
+    assert [c.cell_type for c in tagged] == ["markdown", "code"]
+    assert executed.cells.index(tagged[0]) > len(executed.cells) / 2  # the ipynb keeps the execution order
+    reader = render.findings_first(executed)
+    assert reader.cells[0].source.startswith("# Study 6") and "\n" not in reader.cells[0].source.strip()
+    assert reader.cells[1:3] == tagged and "paper_vs_reproduced" in reader.cells[2].source
+    full, report = files[f"{NAME}.html"].decode(), files[f"{NAME}{render.REPORT_SUFFIX}.html"].decode()
+    for page in (full, report):  # the findings table comes before the first figure, its text left-aligned
+        assert page.index('celltag_findings"') < page.index("<img ") and render.FINDINGS_CSS in page
+    code_cells = {name: re.findall(r'class="jp-Cell jp-CodeCell[^"]*"', page) for name, page in
+                  (("full", full), ("report", report))}
+    assert len(code_cells["full"]) == len(code_cells["report"]) > 0
+    assert not any("jp-mod-noInput" in c for c in code_cells["full"])
+    assert all("jp-mod-noInput" in c for c in code_cells["report"]) and 'class="highlight' not in report
+
+
+def test_no_absolute_path_of_the_machine_is_left(renders):
+    for name, content in renders[0].items():
+        if not name.endswith(".png"):
+            text = content.decode()
+            assert str(PROJECT_ROOT) not in text and str(Path.home()) not in text, name
+
+
+def test_paths_are_rewritten_relative_to_the_project_whole_components_only():
+    root = str(PROJECT_ROOT)
+    folders = {root: ".", "/data/shared": "../../data/shared", "/home/me": "~"}
+    text = (f"{root}/lib/studies/common.py:159: RuntimeWarning; cwd {root}; {root}-old/x; "
+            "DATA_ROOT /data/shared/cifar10.npz; /home/me/.cache/tv; /home/meg")
+    assert render.relative_paths(text, folders) == (
+        f"lib/studies/common.py:159: RuntimeWarning; cwd .; {root}-old/x; "
+        "DATA_ROOT ../../data/shared/cifar10.npz; ~/.cache/tv; /home/meg")
+
+
+def test_widget_model_ids_are_renumbered_in_order_of_appearance():
+    ids = [uuid.uuid4().hex for _ in range(2)]
+    view = {"application/vnd.jupyter.widget-view+json": {"model_id": ids[1], "version_major": 2, "version_minor": 0}}
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(outputs=[
+        nbformat.v4.new_output("display_data", data=view)])])
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"version_major": 2, "version_minor": 0,
+                              "state": {ids[0]: {"state": {}}, ids[1]: {"state": {"layout": f"IPY_MODEL_{ids[0]}"}}}}}
+    text = nbformat.writes(render.renumber_widgets(nb))
+    assert ids[0] not in text and ids[1] not in text
+    assert f'"model_id": "{1:032x}"' in text and f'"layout": "IPY_MODEL_{2:032x}"' in text
