@@ -110,9 +110,13 @@ def normalize(nb: nbformat.NotebookNode, target: Path) -> nbformat.NotebookNode:
 def renumber_widgets(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """Widget model ids replaced by numbers in a fixed order — the models the outputs show, in cell order, then
     the models each of those refers to in the saved widget state (``IPY_MODEL_<id>``), breadth first — so an
-    explorer's saved view does not change the file from one execution to the next."""
+    explorer's saved view does not change the file from one execution to the next. Without saved state the
+    widget views are dropped from the outputs: each explorer's text/html default view beside them stays."""
     state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
-    if not state:
+    if not state:  # rendered without widget state (lib.run_all): a view of a model nobody saved shows nothing
+        for cell in nb.cells:
+            for output in cell.get("outputs", []):
+                output.get("data", {}).pop(WIDGET_VIEW, None)
         return nb
     text = nbformat.writes(nb)
     queue = [i for c in nb.cells for o in c.get("outputs", [])

@@ -8,12 +8,13 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from lib import PROJECT_ROOT, dispatch, render, run_all
+from lib import PROJECT_ROOT, render, run_all
 from lib.results import variant_root
 from lib.studies import STUDIES
 
-NOTEBOOK = "06_stop_gradient_collapse"  # the cheapest smoke notebook, by its runs (docs/notes/renders.md)
-NAME = f"{NOTEBOOK}_smoke"
+NOTEBOOK = "06_stop_gradient_collapse"  # its shipped quick records are in today's form and need no data
+PROFILE = "quick"
+NAME = f"{NOTEBOOK}_{PROFILE}"
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
@@ -26,17 +27,18 @@ def snapshot(folder: Path) -> dict[str, bytes]:
 
 @pytest.fixture(scope="module")
 def renders():
-    """The notebook rendered twice at the smoke profile from the same records, which ``lib.dispatch`` wrote
-    first. They go to a variant of their own under results/variants/ (not versioned, removed afterwards): the
+    """The notebook rendered twice from the same records: copies of its shipped quick records in a variant of
+    their own under results/variants/ (not versioned, removed afterwards), so rendering runs nothing, the
     shipped results are not touched, and every path the notebook prints lies under the project root."""
     variant = f"test-render-{uuid.uuid4().hex[:8]}"
     study = next(s for s in STUDIES.values() if s.notebook == NOTEBOOK)
-    job = run_all.plan_job(study, profile="smoke", results_dir="results", parameters={}, variant=variant)
+    job = run_all.plan_job(study, profile=PROFILE, results_dir="results", parameters={}, variant=variant)
+    shipped = PROJECT_ROOT / "results" / "runs" / NOTEBOOK / PROFILE
     try:
-        assert dispatch.main([NOTEBOOK[:2], "--profile", "smoke", "--variant", variant, "--workers", "1"]) == 0
+        shutil.copytree(shipped, variant_root(PROJECT_ROOT / "results", variant) / "runs" / NOTEBOOK / PROFILE)
         snapshots = []
         for _ in range(2):
-            run_all.render(job.notebook, profile="smoke", parameters=job.parameters, output_dir=job.output_dir)
+            run_all.render(job.notebook, profile=PROFILE, parameters=job.parameters, output_dir=job.output_dir)
             snapshots.append(snapshot(job.output_dir))
         yield snapshots
     finally:
@@ -96,3 +98,13 @@ def test_widget_model_ids_are_renumbered_in_order_of_appearance():
     text = nbformat.writes(render.renumber_widgets(nb))
     assert ids[0] not in text and ids[1] not in text
     assert f'"model_id": "{1:032x}"' in text and f'"layout": "IPY_MODEL_{2:032x}"' in text
+
+
+def test_without_saved_widget_state_the_widget_views_go_and_the_default_view_stays():
+    data = {"application/vnd.jupyter.widget-view+json": {"model_id": uuid.uuid4().hex, "version_major": 2,
+                                                         "version_minor": 0},
+            "text/html": "<p>default view</p>", "text/plain": "Explorer(...)"}
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(outputs=[
+        nbformat.v4.new_output("display_data", data=data)])])
+    out = render.renumber_widgets(nb).cells[0].outputs[0].data
+    assert set(out) == {"text/html", "text/plain"} and out["text/html"] == "<p>default view</p>"
