@@ -31,7 +31,6 @@ Nothing here draws random numbers or changes the order of any work.
 """
 from __future__ import annotations
 
-import math
 import sys
 import time
 from contextlib import contextmanager
@@ -111,7 +110,8 @@ class _Relay:
 
     def __init__(self, total: int, desc: str, listener: Listener):
         self.n, self.total, self.desc, self.listener = 0, total, desc, listener
-        self.last = -math.inf
+        self.last = time.monotonic()
+        listener(0, total, desc)  # the run is in flight from its first step on
 
     def update(self, n: int = 1) -> None:
         self.n += n
