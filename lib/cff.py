@@ -40,7 +40,6 @@ from typing import Callable
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from tqdm import tqdm  # plain bar: disable=None hides it off a terminal, e.g. under papermill
 
 from lib import params
 from lib.augment import DISTORTION_LEVELS, augment, distort, normalize
@@ -49,6 +48,7 @@ from lib.data import DATASETS, ImageDataset, data_shape, get_dataset
 from lib.diagnostics import clamp_activation_rate, positive_pair_density
 from lib.losses import MARGIN_MODES, STABILIZERS, margin_schedule, margin_supcon
 from lib.models import INITS, CFFViT
+from lib.progress import steps as step_bar
 
 NORMALIZATIONS = ("fixed", "subset")
 EVAL_PROTOCOLS = ("cff", "clean")
@@ -285,7 +285,7 @@ def train_epochs(c: CFFConfig, ds: ImageDataset, splits: list[tuple[torch.Tensor
             yield ([two_views(x_all[i], c, ds, g) for i, g in zip(chosen, gens)],
                    [torch.cat([y_all[i]] * 2) for i in chosen])
 
-    bar = tqdm(total=c.epochs, desc=desc, disable=None if progress is None else not progress, leave=False)
+    bar = step_bar(c.epochs * math.ceil(n / bs), desc, progress)
     for epoch in range(c.epochs):
         sums, steps = 0, 0
         for views, labels in batches([train for train, _ in splits], generators, n):
@@ -294,13 +294,13 @@ def train_epochs(c: CFFConfig, ds: ImageDataset, splits: list[tuple[torch.Tensor
                 status = "diverged"
                 break
             sums, steps = sums + stats, steps + 1
+            bar.update()
             for seed_history, seed_labels in zip(history, labels):
                 seed_history.densities.append(positive_pair_density(seed_labels))
         if steps:
             for seed_history, rows in zip(history, (sums / steps).tolist()):
                 for key, row in zip(CURVES, rows):
                     seed_history.curves[key].append(row)
-        bar.update()
         if status == "diverged":
             break
         val_sums = 0  # weighted by the images in each batch, as CFF's code averages it
@@ -368,9 +368,9 @@ def train_cff(config: CFFConfig, *, data_root: str | None = None, device: str = 
     ``probe_val_loss``, ``selected_epoch`` (the encoder probed, see ``eval_protocol``), and per epoch
     and layer ``loss``, ``car`` (clamp activation rate) and ``grad_norm`` (L2 norm of the layer's loss
     gradient w.r.t. its own parameters), averaged over the epoch's steps, and ``val_loss`` (the layer's
-    loss on the validation split after the epoch). ``progress=None`` shows a bar only on a terminal
-    (quiet under papermill). ``device`` is where the model and batches live (random numbers are drawn on
-    the CPU either way).
+    loss on the validation split after the epoch). ``progress``: the bar of the training steps
+    (``lib.progress.steps``; None: in a notebook or on a terminal; within a sweep, the sweep's bar).
+    ``device`` is where the model and batches live (random numbers are drawn on the CPU either way).
     """
     c = config
     if c.threads:

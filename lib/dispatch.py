@@ -104,13 +104,14 @@ def make_plan(study: str | Study, *, profile: str = "quick", parameters: dict | 
 
 
 def run_local(plan: Plan, *, workers: int | None = None) -> list[dict]:
-    """The missing runs in a process pool of ``workers`` (default: the study's setting, else one per core)."""
+    """The missing runs in a process pool of ``workers`` (default: the study's setting, else one per core),
+    with their progress and ETA on stderr (``lib.progress``: a bar on a terminal, lines in a log)."""
     options = plan.study.module.sweep_options(plan.settings)
     if workers is not None:
         options["workers"] = workers
     elif "workers" not in options and "batched_fn" not in options:
         options["workers"] = max(1, min(os.cpu_count() or 1, len(plan.missing)))
-    return run_sweep(plan.store, plan.configs, plan.train_fn, data_root=plan.data_root, **options)
+    return run_sweep(plan.store, plan.configs, plan.train_fn, data_root=plan.data_root, progress=True, **options)
 
 
 # ------------------------------------------------------------------------------- slurm

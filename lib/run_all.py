@@ -10,6 +10,7 @@ a variant, by the notebooks' own rule (``lib.notebook.variant_of``; ``--variant`
 records, tables and renders go under results/variants/<variant>/ and the shipped ones are not touched.
 Every parameter name is checked against each selected notebook before anything runs.
 
+While a notebook executes, its stderr streams here: the progress of its runs (``lib.progress``).
 A notebook is executed into a temporary file and moved into place with its HTML only when it
 succeeded, so a failed run never replaces a good render: it is kept in <renders>/failed/, where the
 report does not look, the job goes on with the other notebooks and exits non-zero, naming each
@@ -86,7 +87,7 @@ def render(notebook: Path, *, profile: str, results_dir: str = "results", parame
             papermill.execute_notebook(str(notebook), str(executed), cwd=str(PROJECT_ROOT), kernel_name="python3",
                                        parameters={"profile": profile, "results_dir": results_dir,
                                                    **(parameters or {})},
-                                       progress_bar=False,
+                                       progress_bar=False, stderr_file=sys.stderr,  # streams the runs' bars
                                        # no widget state: a static render shows each widget's own text/html
                                        # (the explorers' default view), not a widget that needs a live kernel
                                        store_widget_state=False)
@@ -126,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(err))
     failed = []
     for job in jobs:
+        print(f"{job.notebook.name}: executing", flush=True)
         t0 = time.perf_counter()
         try:
             html = render(job.notebook, profile=args.profile, results_dir=args.results_dir,

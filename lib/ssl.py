@@ -33,7 +33,6 @@ from typing import Callable, Sequence
 
 import torch
 import torch.nn as nn
-from tqdm import tqdm  # plain bar: disable=None hides it off a terminal, e.g. under papermill
 
 from lib import params
 from lib.augment import JITTER_MODES, simclr_views
@@ -43,6 +42,7 @@ from lib.evaluation import BACKBONE_METRICS, NORM_METRICS, evaluate, initial_ood
 from lib.interventions import cut_init, grad_scale
 from lib.losses import SSL_LOSSES, pair_logits
 from lib.optim import LR_SCALINGS, OPTIMIZERS, make_optimizer, param_groups, scaled_lr, warmup_cosine
+from lib.progress import steps as step_bar
 from lib.resnet import RESNET_WIDTHS, SimCLRNet, SimSiamNet, first_stage_channels
 
 METHODS = ("simclr", "simsiam")
@@ -372,7 +372,7 @@ def train_epochs(step: Callable[[torch.Tensor], torch.Tensor | None], optimizer:
     warmup_steps = round(warmup_epochs * steps_per_epoch)
     curves = {key: [] for key in (*diagnostics, "lr")}
     status, t = "ok", 0
-    bar = tqdm(total=epochs, desc=desc, disable=None if progress is None else not progress, leave=False)
+    bar = step_bar(total_steps, desc, progress)
     for _ in range(epochs):
         sums = torch.zeros(len(diagnostics), dtype=torch.float64)
         perm = torch.randperm(n, generator=generator)
@@ -387,7 +387,7 @@ def train_epochs(step: Callable[[torch.Tensor], torch.Tensor | None], optimizer:
                 break
             sums += values
             t += 1
-        bar.update()
+            bar.update()
         if status == "diverged":
             break
         for key, value in zip(diagnostics, (sums / steps_per_epoch).tolist()):
@@ -458,8 +458,8 @@ def train_ssl(config: SSLConfig, *, data_root: str | None = None, progress: bool
     ``diagnostics="nce"`` also ``epochs_completed``, ``feature_dim``, ``info_nce_ceiling`` =
     log(2N - 1), ``info_nce_final`` and ``grad_scale_final`` (the last epoch's); with ``norms``
     ``norm_per_step`` (mean ||z|| of each step's batch, before its update) and ``step_s`` (seconds
-    per training step). ``eval_s`` counts the scoring at initialisation too. ``progress=None`` shows a bar
-    only on a terminal.
+    per training step). ``eval_s`` counts the scoring at initialisation too. ``progress``: the bar of the
+    training steps (``lib.progress.steps``; None: in a notebook or on a terminal; within a sweep, the sweep's).
     """
     c = config
     t_start = time.perf_counter()

@@ -14,17 +14,19 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import queue
 import time
 import traceback
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from multiprocessing import get_context
+from multiprocessing.queues import Queue as ProcessQueue
 from typing import Callable
 
 import submitit
 import torch
-from tqdm import tqdm  # plain bar: disable=None hides it off a terminal, e.g. under papermill
 
 from lib.config import as_dict, call
+from lib.progress import Sweep, reporting
 from lib.rerun import rerun_command, train_function_name
 from lib.results import ResultsStore, utc_now
 
@@ -38,7 +40,7 @@ def run_one(train_fn: Callable, config, data_root: str | None,
         # CFF takes the device as an argument; a method whose config holds it (SSL) ignores the sweep's.
         takes_device = "device" in inspect.signature(train_fn).parameters
         on_device = {"device": device} if device != "cpu" and takes_device else {}
-        metrics = dict(call(train_fn, config, data_root=data_root, progress=False, **on_device))
+        metrics = dict(call(train_fn, config, data_root=data_root, progress=None, **on_device))
     except Exception:  # recorded as "failed" and retried by the next sweep
         return "failed", {}, {"started_at": started_at, "wall_s": time.perf_counter() - t0}, traceback.format_exc()
     return _outcome(metrics, started_at, time.perf_counter() - t0)
@@ -77,7 +79,7 @@ def _run_cell(batched_fn: Callable, train_fn: Callable, cell: list, data_root: s
     started_at = utc_now()
     t0 = time.perf_counter()
     try:
-        results = batched_fn(cell, data_root=data_root, device=device, progress=False)
+        results = batched_fn(cell, data_root=data_root, device=device, progress=None)
         fallback = NON_FINITE if results is None else None
     except torch.OutOfMemoryError as err:
         torch.cuda.empty_cache()
@@ -125,8 +127,33 @@ class RecordRun(submitit.helpers.Checkpointable):
         return outcome[0]
 
 
-def _init_worker(threads: int) -> None:
+_reports: ProcessQueue | None = None  # in a pool worker: where its runs' progress goes to the sweep's process
+
+
+def _init_worker(threads: int, reports: ProcessQueue) -> None:
+    global _reports
     torch.set_num_threads(threads)
+    reports.cancel_join_thread()  # a worker exits without waiting for reports nobody reads any more
+    _reports = reports
+
+
+def _run_in_worker(train_fn: Callable, config, data_root: str | None, key: str) -> tuple:
+    """:func:`run_one` in a pool worker; its progress goes to the sweep's process as ``(key, done, total, label)``."""
+    with reporting(lambda done, total, desc: _reports.put((key, done, total, desc))):
+        return run_one(train_fn, config, data_root)
+
+
+def _relay_reports(reports: ProcessQueue, sweep: Sweep) -> None:
+    """Pass the pool workers' reports received so far to the sweep's bar."""
+    while True:
+        try:
+            key, done, total, desc = reports.get_nowait()
+        except queue.Empty:
+            return
+        sweep.listener(key)(done, total, desc)
+
+
+REFRESH_S = 1.0  # how often the sweep's process passes on its workers' progress
 
 
 def run_sweep(store: ResultsStore, configs: list[dict], train_fn: Callable, *, workers: int = 1,
@@ -137,33 +164,45 @@ def run_sweep(store: ResultsStore, configs: list[dict], train_fn: Callable, *, w
     ``workers > 1`` runs configs in that many processes, with the machine's cores divided among
     them so that they do not fight over threads. With ``batched_fn`` (meant for a GPU ``device``) the
     seeds of each cell run as one batched model instead, in this process. Records are written by this
-    process only.
+    process only. ``progress``: the bar over the runs (``lib.progress``; None: in a notebook or on a
+    terminal), which every run's steps move as they train, in this process or in a worker.
     """
     if not (isinstance(workers, int) and workers >= 1):
         raise ValueError(f"workers={workers!r} is not allowed: an integer >= 1")
     store.remove_stale_temp_files()  # left by a sweep killed mid-write; its process is gone
     unique = {store.run_id(c): c for c in configs}
     todo = [c for c in unique.values() if force or not store.is_finished(c)]
-    bar = tqdm(total=len(todo), desc=f"{store.study} [{store.profile}]",
-               disable=None if progress is None else not progress)
+    sweep = Sweep(len(todo), f"{store.study} [{store.profile}]", enabled=progress, recorded=len(unique) - len(todo))
 
-    def record(config, outcome, batched=None):
+    def record(config, outcome, batched=None, key=None):
         record_run(store, train_fn, config, outcome, data_root, batched)
-        bar.update()
+        sweep.finished(key or store.run_id(config))
 
     if batched_fn is not None:
         for cell in _cells(todo):
-            for config, (outcome, batched) in zip(cell, _run_cell(batched_fn, train_fn, cell, data_root, device)):
-                record(config, outcome, batched)
+            key = store.run_id(cell[0])
+            with reporting(sweep.listener(key, runs=len(cell))):
+                outcomes = _run_cell(batched_fn, train_fn, cell, data_root, device)
+            for config, (outcome, batched) in zip(cell, outcomes):
+                record(config, outcome, batched, key)
     elif workers == 1 or len(todo) <= 1:
         for config in todo:
-            record(config, run_one(train_fn, config, data_root))
+            key = store.run_id(config)
+            with reporting(sweep.listener(key)):
+                outcome = run_one(train_fn, config, data_root)
+            record(config, outcome, key=key)
     else:
         threads = max(1, (os.cpu_count() or 1) // workers)
-        with ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_init_worker,
-                                 initargs=(threads,)) as pool:
-            futures = {pool.submit(run_one, train_fn, c, data_root): c for c in todo}
-            for future in as_completed(futures):
-                record(futures[future], future.result())
-    bar.close()
+        context = get_context("spawn")
+        reports = context.Queue()
+        with ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker,
+                                 initargs=(threads, reports)) as pool:
+            futures = {pool.submit(_run_in_worker, train_fn, c, data_root, store.run_id(c)): c for c in todo}
+            pending = set(futures)
+            while pending:
+                done, pending = wait(pending, timeout=REFRESH_S, return_when=FIRST_COMPLETED)
+                _relay_reports(reports, sweep)
+                for future in done:
+                    record(futures[future], future.result())
+    sweep.close()
     return [store.load(run_id) for run_id in unique]

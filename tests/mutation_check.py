@@ -96,12 +96,12 @@ MUTATIONS = (
     # 3. kill trials that land part-way
     Mutation("records_buffered", "a sweep writes its records only when it ends (a kill loses every finished run)",
              "lib/sweep.py",
-             (("    def record(config, outcome, batched=None):\n"
+             (("    def record(config, outcome, batched=None, key=None):\n"
                "        record_run(store, train_fn, config, outcome, data_root, batched)\n",
-               "    pending = []\n\n    def record(config, outcome, batched=None):\n"
+               "    pending = []\n\n    def record(config, outcome, batched=None, key=None):\n"
                "        pending.append((config, outcome, batched))\n"),
-              ("    bar.close()\n", "    bar.close()\n    for config, outcome, batched in pending:\n"
-                                   "        record_run(store, train_fn, config, outcome, data_root, batched)\n")),
+              ("    sweep.close()\n", "    sweep.close()\n    for config, outcome, batched in pending:\n"
+                                     "        record_run(store, train_fn, config, outcome, data_root, batched)\n")),
              ("tests/test_sweep.py::test_a_sweep_killed_where_chosen_resumes_to_the_uninterrupted_table",)),
     Mutation("stale_temp_kept", "a temp file of a writer killed mid-write is never removed", "lib/sweep.py",
              (("    store.remove_stale_temp_files()", "    pass"),),
@@ -151,8 +151,8 @@ MUTATIONS = (
                'device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "gpu"'),),
              ("tests/test_results.py",)),
     Mutation("parallel_loses_runs", "a parallel sweep runs and returns only its first config", "lib/sweep.py",
-             (("futures = {pool.submit(run_one, train_fn, c, data_root): c for c in todo}",
-               "futures = {pool.submit(run_one, train_fn, c, data_root): c for c in todo[:1]}"),
+             (("futures = {pool.submit(_run_in_worker, train_fn, c, data_root, store.run_id(c)): c for c in todo}",
+               "futures = {pool.submit(_run_in_worker, train_fn, c, data_root, store.run_id(c)): c for c in todo[:1]}"),
               ("    return [store.load(run_id) for run_id in unique]",
                "    return [r for r in (store.load(run_id) for run_id in unique) if r is not None]")),
              ("tests/test_sweep.py::test_parallel_workers_give_the_same_records_as_one_process",)),
