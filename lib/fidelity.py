@@ -559,9 +559,11 @@ def _describe_layers(layers: torch.nn.Sequential) -> str:
 # behind it.
 SQRT_ARM_REASON = ("the study's second arm, lr = 0.6 × √B: FLAT's rate is set for 100 epochs of 50,000 images; at the "
                    "quick profile (5 epochs of 1,024 images) its runs stay at chance (InfoNCE within 1% of "
-                   "log(2N − 1)), and at the cpu profile its summed step size is still ~40-80× below FLAT's; "
+                   "log(2N − 1)), and at the cpu profile its summed step size is 83× below FLAT's; "
                    "0.6 × √B trained at this scale (the records before issue 17: linear-probe top-1 45-48% on the "
-                   "CIFAR-10 subset at the cpu profile, kNN 30-43% on shapes at the quick profile). SimCLR's "
+                   "CIFAR-10 subset at the cpu profile, kNN 30-43% on shapes at the quick profile); on the quick "
+                   "setting 0.075 and 0.15 × √B left most seeds near chance, 0.6 trained every seed "
+                   "(docs/notes/ssl.md). SimCLR's "
                    "published square-root base is 0.075 (Chen et al. 2020, appendix B.1); 0.6 is ours")
 
 

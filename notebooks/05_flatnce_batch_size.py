@@ -43,12 +43,13 @@
 # - `linear` — FLAT's rule lr = 0.3 × B / 256 [code], the first arm of every profile. It is set for 100
 #   epochs of 50,000 images: at the quick profile (5 epochs of 1,024 images) its runs stayed at chance —
 #   InfoNCE ended within 1% of its ceiling log(2N − 1) — and at the cpu profile its summed step size is
-#   still ~40–80× below FLAT's. The verdicts then say "not trainable at this scale".
+#   83× below FLAT's. The verdicts then say "not trainable at this scale".
 # - `sqrt` — lr = 0.6 × √B [ours], the second arm of the quick and cpu profiles: the rate this project ran
 #   before issue 17, which trains in a few epochs (linear-probe top-1 45–48% on the CIFAR-10 subset at the
 #   cpu profile, kNN 30–43% on shapes at the quick profile). SimCLR's published square-root base is 0.075
-#   (Chen et al. 2020, appendix B.1); 0.6 is 8× that, chosen for short schedules. This arm asks the
-#   paper's question where the networks learn, at a rate that is not FLAT's.
+#   (Chen et al. 2020, appendix B.1); 0.6 is 8× that, chosen for short schedules (on the quick setting
+#   0.075 and 0.15 × √B left most seeds near chance, 0.6 trained every seed: `docs/notes/ssl.md`). This
+#   arm asks the paper's question where the networks learn, at a rate that is not FLAT's.
 #
 # SimCLR's BatchNorm projector is `-p projector_bn True` [ours] (a variant). Every batch size trains for
 # the same number of epochs, as in the paper, so a larger batch takes fewer steps: the tables keep the step

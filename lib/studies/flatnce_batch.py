@@ -17,7 +17,7 @@ The learning-rate rule is an arm of the study (``lr_rules``, :data:`LR_RULES`): 
 lr = 0.3 x B / 256 [code], is the default arm of every profile; ``sqrt``, lr = 0.6 x sqrt(B) [ours],
 is the second arm of the quick and cpu profiles. FLAT's rate is set for 100 epochs of 50,000 images:
 at the quick profile (5 epochs of 1,024 images) its runs stay at chance (InfoNCE within 1% of
-log(2N - 1)), and at the cpu profile its summed step size is still ~40-80x below FLAT's, whereas
+log(2N - 1)), and at the cpu profile its summed step size is 83x below FLAT's, whereas
 0.6 x sqrt(B) trained at this scale (the records before issue 17: cpu linear-probe top-1
 45-48% on the CIFAR-10 subset, quick kNN 30-43% on shapes). SimCLR's published square-root base is
 0.075 (:data:`lib.optim.BASE_LR`), 8x smaller. Every table and verdict is per arm; the arms are not
