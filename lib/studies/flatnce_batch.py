@@ -81,8 +81,8 @@ PROFILES = {
                                                      "image_size": 32},
                   batch_sizes=[16, 32], seeds=2, epochs=1, warmup_epochs=0.0, width_multiplier=0.125, optimizer="lars",
                   lr_rules=["linear"], train_subset=0, probe_steps=20, projector_bn=False, workers=1),
-    # 2 rules x 3 batch sizes x 2 losses x 2 seeds = 24 runs on 1,024 procedural images: about 5 minutes on
-    # 2 cores (the 12 runs of one arm took 2-3).
+    # 2 rules x 3 batch sizes x 2 losses x 2 seeds = 24 runs on 1,024 procedural images: about 4-6 minutes on
+    # 2 cores (the 12 runs of one arm took 2-3; a step costs the same at either rate).
     "quick": dict(dataset="shapes", dataset_options={"num_classes": 10, "difficulty": 0.5, "n_train": 1024,
                                                      "n_test": 500, "image_size": 32},
                   batch_sizes=[16, 64, 256], seeds=2, epochs=5, warmup_epochs=0.5, width_multiplier=0.125,
@@ -90,8 +90,9 @@ PROFILES = {
                   projector_bn=False, workers=2),
     # The 10,000-image CIFAR-10 subset of ../shared/data: 2 rules x 3 batch sizes x 2 losses x 2 seeds = 24
     # runs of 6 epochs. The runs of issue 13 (same step cost) took 7.2 min each on one core (11 min at batch
-    # 32, 5.5-7 at the others; evaluation included): 24 x 7.2 / 2 workers = about 86 minutes. Three batch
-    # sizes (4x apart) instead of five keep both arms within the 2-hour budget.
+    # 32, 5.5-7 at the others; evaluation included): 24 x 7.2 / 2 workers = about 86 minutes (up to ~92, as
+    # batch 32's 11 minutes are a third of these runs). Three batch sizes (4x apart) instead of five keep both
+    # arms within the 2-hour budget.
     "cpu": dict(dataset="cifar10", dataset_options={}, batch_sizes=[32, 128, 512], seeds=2, epochs=6,
                 warmup_epochs=0.6, width_multiplier=0.25, optimizer="lars", lr_rules=["linear", "sqrt"],
                 train_subset=0, probe_steps=500, projector_bn=False, workers=2),
