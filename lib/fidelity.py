@@ -555,6 +555,36 @@ def _describe_layers(layers: torch.nn.Sequential) -> str:
     return " → ".join(one(m) for m in layers)
 
 
+# Why study 5's sqrt arm runs 0.6 x sqrt(B) [ours] (lib.studies.flatnce_batch.LR_RULES), with the measurements
+# behind it.
+SQRT_ARM_REASON = ("the study's second arm, lr = 0.6 × √B: FLAT's rate is set for 100 epochs of 50,000 images; at the "
+                   "quick profile (5 epochs of 1,024 images) its runs stay at chance (InfoNCE within 1% of "
+                   "log(2N − 1)), and at the cpu profile its summed step size is 83× below FLAT's; "
+                   "0.6 × √B trained at this scale (the records before issue 17: linear-probe top-1 45-48% on the "
+                   "CIFAR-10 subset at the cpu profile, kNN 30-43% on shapes at the quick profile); on the quick "
+                   "setting 0.075 and 0.15 × √B left most seeds near chance, 0.6 trained every seed "
+                   "(docs/notes/ssl.md). SimCLR's "
+                   "published square-root base is 0.075 (Chen et al. 2020, appendix B.1); 0.6 is ours")
+
+
+def _flat_lr_rows(rule: str, lr: float, batches: list[int]) -> list[dict]:
+    """The learning-rate rows of one arm of study 5: its rule and its rate at each batch size, beside FLAT's."""
+    from lib.optim import lr_formula, scaled_lr
+    from lib.studies.flatnce_batch import LR_RULES
+
+    reason = (SQRT_ARM_REASON if rule == "sqrt" and lr == LR_RULES["sqrt"]
+              else f"lr = {lr:g}, lr_scaling = {rule!r} set for this run")
+    rates = ", ".join(f"{b}: {scaled_lr(lr, b, rule):.4g}" for b in batches)
+    return [
+        _row(f"learning-rate rule ({rule} arm)", lr_formula(lr, rule), "0.3 × B / 256",
+             "main.py (--lr 0.6 at --batch_size 512, help '0.3*batch_size/256'); README.md (Quick Lookup)", "[code]",
+             reason),
+        _row(f"learning rate per batch size ({rule} arm)", rates,
+             ", ".join(f"{b}: {scaled_lr(0.3, b, 'linear'):.4g}" for b in batches),
+             "main.py (--lr; help '0.3*batch_size/256')", "[code]", reason),
+    ]
+
+
 def flat_fidelity_table(configs, settings: dict | None = None, *, data_root: str | None = None) -> pd.DataFrame:
     """Study 5's runs against FLAT's code (Junya-Chen/FlatCLR, :data:`FLAT_FILES`): one row per setting
     with :data:`COLUMNS`, built from the run configs (``lib.studies.flatnce_batch.plan``) and from the
@@ -569,7 +599,7 @@ def flat_fidelity_table(configs, settings: dict | None = None, *, data_root: str
     import inspect
 
     from lib.augment import draw_simclr_params
-    from lib.optim import LARS, lr_formula, scaled_lr
+    from lib.optim import LARS
     from lib.resnet import BasicBlock
     from lib.ssl import SSLConfig, build_model, training_indices
 
@@ -589,9 +619,7 @@ def flat_fidelity_table(configs, settings: dict | None = None, *, data_root: str
     batches = sorted({x.batch_size for x in configs})
     losses = " and ".join(FLAT_LOSSES[name] for name in dict.fromkeys(x.loss for x in configs))
     seeds = len({x.seed for x in configs})
-    rule_reason = ("lr_scaling='sqrt': SimCLR's small-batch rule (Chen et al. 2020, appendix B.1), which FLAT's "
-                   "README lists beside the linear one" if c.lr_scaling == "sqrt"
-                   else f"lr = {c.lr:g}, lr_scaling = {c.lr_scaling!r} set for this run")
+    arms = list(dict.fromkeys((x.lr_scaling, x.lr) for x in configs))  # the learning-rate arms, in plan order
     stand_in = c.dataset != "cifar10"
     data_reason = STAND_INS.get(c.dataset, "a dataset outside FLAT's CIFAR-10 runs") if stand_in else scale
     rows = [
@@ -643,13 +671,7 @@ def flat_fidelity_table(configs, settings: dict | None = None, *, data_root: str
              "shifts, initialised at 0, never move"),
         _row("momentum", c.momentum, 0.9, "optimizer/lars.py (LARS default; load_optimizer_scheduler.py passes none)",
              "[code]", f"momentum = {c.momentum:g} set for this run"),
-        _row("learning-rate rule", lr_formula(c.lr, c.lr_scaling), "0.3 × B / 256",
-             "main.py (--lr 0.6 at --batch_size 512, help '0.3*batch_size/256'); README.md (Quick Lookup)", "[code]",
-             rule_reason),
-        _row("learning rate per batch size",
-             ", ".join(f"{b}: {scaled_lr(c.lr, b, c.lr_scaling):.4g}" for b in batches),
-             ", ".join(f"{b}: {scaled_lr(0.3, b, 'linear'):.4g}" for b in batches),
-             "main.py (--lr; help '0.3*batch_size/256')", "[code]", rule_reason),
+        *[row for rule, lr in arms for row in _flat_lr_rows(rule, lr, batches)],
         _row("weight decay", c.weight_decay, 1e-6, "main.py (--weight_decay)", "[code]",
              f"weight_decay = {c.weight_decay:g} set for this run"),
         _row("schedule", "per step: linear warm-up to lr at its last step, then cosine to 0",

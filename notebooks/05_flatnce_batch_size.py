@@ -35,15 +35,25 @@
 # whose InfoNCE is already small. Where InfoNCE stays near its ceiling, 1 − e^(−l) is close to 1
 # for every anchor and the two losses nearly coincide.
 #
-# **Recipe**: FLAT's code [code] in every profile — LARS with the linear rule lr = 0.3 × B / 256, 10% of
-# the epochs as warm-up, a projector without BatchNorm; the fidelity table below compares every setting
-# with FlatCLR's files. At this rate a short profile moves the weights little, so InfoNCE stays nearer its
-# ceiling than in the paper; the per-batch-size table of 1 − e^(−InfoNCE) says how much room that leaves
-# FlatNCE. The square-root rule lr = 0.075 × √B (SimCLR's small-batch rule, Chen et al. 2020,
-# appendix B.1) is a named option [ours], `-p lr_scaling sqrt`, and SimCLR's BatchNorm projector is
-# `-p projector_bn True` [ours]; both write a variant. Every batch size trains for the same number of
-# epochs, as in the paper, so a larger batch takes fewer steps: the tables keep the step count beside
-# the accuracy.
+# **Recipe**: FLAT's code [code] in every profile — LARS, 10% of the epochs as warm-up, a projector
+# without BatchNorm; the fidelity table below compares every setting with FlatCLR's files. The learning-rate
+# rule is an **arm** of the study (`lr_rules`), crossed with batch size, loss and seed; every table, figure
+# and verdict is per arm, never pooled:
+#
+# - `linear` — FLAT's rule lr = 0.3 × B / 256 [code], the first arm of every profile. It is set for 100
+#   epochs of 50,000 images: at the quick profile (5 epochs of 1,024 images) its runs stayed at chance —
+#   InfoNCE ended within 1% of its ceiling log(2N − 1) — and at the cpu profile its summed step size is
+#   83× below FLAT's. The verdicts then say "not trainable at this scale".
+# - `sqrt` — lr = 0.6 × √B [ours], the second arm of the quick and cpu profiles: the rate this project ran
+#   before issue 17, which trains in a few epochs (linear-probe top-1 45–48% on the CIFAR-10 subset at the
+#   cpu profile, kNN 30–43% on shapes at the quick profile). SimCLR's published square-root base is 0.075
+#   (Chen et al. 2020, appendix B.1); 0.6 is 8× that, chosen for short schedules (on the quick setting
+#   0.075 and 0.15 × √B left most seeds near chance, 0.6 trained every seed: `docs/notes/ssl.md`). This
+#   arm asks the paper's question where the networks learn, at a rate that is not FLAT's.
+#
+# SimCLR's BatchNorm projector is `-p projector_bn True` [ours] (a variant). Every batch size trains for
+# the same number of epochs, as in the paper, so a larger batch takes fewer steps: the tables keep the step
+# count beside the accuracy.
 #
 # Evidence tags: **[code]** read in FLAT's public code, **[paper]** the paper's abstract,
 # **[summary]** secondary summaries (approximate), **[ours]** our decision. Specification:
@@ -65,8 +75,8 @@ epochs: Optional[int] = None  # training epochs at every batch size (FLAT's code
 warmup_epochs: Optional[float] = None  # linear warm-up epochs, then cosine to 0 (FLAT's code: 10)
 width_multiplier: Optional[float] = None  # ResNet-18 channel multiplier: 512 * width_multiplier features (paper: 1)
 optimizer: Optional[str] = None  # lars | sgd | adam (FLAT's code: lars)
-lr_scaling: Optional[str] = None  # linear: lr * B / 256 (FLAT's code) | sqrt: lr * sqrt(B) [ours]
-lr: Optional[float] = None  # base rate; None: the rule's published one (linear 0.3 [code], sqrt 0.075 SimCLR)
+# learning-rate rules, each an arm: linear: 0.3 × B / 256 (FLAT's code) | sqrt: 0.6 × √B [ours]
+lr_rules: Optional[list] = None
 projector_bn: Optional[bool] = None  # BatchNorm in the projector's hidden layer (FLAT's code: none; SimCLR: yes)
 temperature: Optional[float] = None  # softmax temperature of both losses (None: SSLConfig's 0.1) [code]
 train_subset: Optional[int] = None  # use this many training images (0: all)
@@ -85,7 +95,6 @@ from IPython.display import Markdown, display
 
 from lib.data import get_dataset
 from lib.notebook import setup
-from lib.optim import lr_formula
 from lib.studies import flatnce_batch as study
 
 nb = setup(study, globals())  # checks every parameter and loads the data before any compute; says where results go
@@ -103,7 +112,8 @@ scale = pd.DataFrame([
      f"{paper['batch_sizes'][0]} ... {paper['batch_sizes'][-1]}"),
     ("epochs (warm-up)", f"{settings['epochs']} ({settings['warmup_epochs']:g})",
      f"{paper['epochs']} ({paper['warmup_epochs']:g})"),
-    ("optimizer, learning rate", f"{settings['optimizer']}, {lr_formula(settings['lr'], settings['lr_scaling'])}",
+    ("optimizer, learning rate (arms)",
+     f"{settings['optimizer']}, " + "; ".join(study.ARM_LABELS[rule] for rule in settings["lr_rules"]),
      "lars, 0.3 × B / 256"),
     ("projector", "with BatchNorm" if settings["projector_bn"] else "without BatchNorm", "without BatchNorm"),
     ("seeds per cell", str(settings["seeds"]), "not stated"),
@@ -140,11 +150,11 @@ display(flat_fidelity_table(configs, settings, data_root=data_root)
 # `python -m lib.dispatch 05 --profile <profile>` (`--backend slurm`, see the README): this cell then only collects.
 
 # %%
-records, runs = nb.run(study.runs_frame, show=["loss", "batch_size", "seed"])
+records, runs = nb.run(study.runs_frame, show=["lr_rule", "loss", "batch_size", "seed"])
 curves = study.curves_frame(records)
 
 # %% [markdown]
-# ## Accuracy per batch size and loss
+# ## Accuracy per learning-rate rule, batch size and loss
 # Percent; mean and standard deviation over seeds. The final diagnostics are InfoNCE-run and
 # FlatNCE-run averages over the last epoch's steps. Every batch size trains for the same epochs, so
 # larger batches take fewer steps (`steps`).
@@ -156,17 +166,19 @@ display(out["cells"])
 
 # %% tags=["key-figure"]
 ok_runs = runs[runs.status == "ok"]
-long = ok_runs.melt(id_vars=["loss", "batch_size", "seed"], value_vars=list(study.METRICS), var_name="metric",
-                    value_name="accuracy").assign(accuracy=lambda d: 100 * d.accuracy,
+long = ok_runs.melt(id_vars=["lr_rule", "loss", "batch_size", "seed"], value_vars=list(study.METRICS),
+                    var_name="metric", value_name="accuracy").assign(accuracy=lambda d: 100 * d.accuracy,
                                                   metric=lambda d: d.metric.map(study.METRICS))
-g = sns.relplot(data=long, x="batch_size", y="accuracy", hue="loss", col="metric", kind="line", marker="o",
-                errorbar="sd", err_style="bars", height=3.8, aspect=1.15, facet_kws={"sharey": False})
-for metric, ax in g.axes_dict.items():
-    seeds_here = long[long.metric == metric]
+long = long.assign(lr_rule=lambda d: d.lr_rule.map(study.ARM_LABELS))
+g = sns.relplot(data=long, x="batch_size", y="accuracy", hue="loss", col="metric", row="lr_rule", kind="line",
+                marker="o", errorbar="sd", err_style="bars", height=3.8, aspect=1.15, facet_kws={"sharey": False},
+                row_order=[study.ARM_LABELS[rule] for rule in settings["lr_rules"]])
+for (rule, metric), ax in g.axes_dict.items():
+    seeds_here = long[(long.metric == metric) & (long.lr_rule == rule)]
     sns.stripplot(data=seeds_here, x="batch_size", y="accuracy", hue="loss", native_scale=True, alpha=0.4, size=4,
                   legend=False, ax=ax)
     ax.axhline(100 / ds.num_classes, color="grey", linestyle=":")
-    ax.set(xscale="log", xlabel="batch size N (log2 axis)", ylabel="top-1 test accuracy (%)", title=metric)
+    ax.set(xscale="log", xlabel="batch size N (log2 axis)", ylabel="top-1 test accuracy (%)", title=f"{rule}\n{metric}")
     ax.set_xscale("log", base=2)
     ax.set_xticks(settings["batch_sizes"], labels=[str(b) for b in settings["batch_sizes"]])
 g.figure.suptitle(f"Accuracy against batch size (mean ± sd over {settings['seeds']} seeds, dots: seeds; "
@@ -175,31 +187,35 @@ plt.show()
 
 # %% [markdown]
 # ## FlatNCE against InfoNCE: the tests
-# Per batch size, FlatNCE − InfoNCE in points with Welch's t-test (two-sided; needs two seeds per
-# loss). Then the two-way ANOVA of accuracy on loss × batch size (type-II sums of squares): the
-# `loss` row asks whether FlatNCE differs on average, the interaction whether the difference
-# depends on the batch size — "most at small batches" needs it.
+# Per learning-rate rule and batch size, FlatNCE − InfoNCE in points with Welch's t-test (two-sided;
+# needs two seeds per loss). Then, per rule, the two-way ANOVA of accuracy on loss × batch size
+# (type-II sums of squares): the `loss` row asks whether FlatNCE differs on average, the interaction
+# whether the difference depends on the batch size — "most at small batches" needs it.
 
 # %%
 comparison = out["comparison"]
 if not comparison.empty:
     store.write_frame("flatnce_vs_infonce", comparison)
     display(comparison)
-for short, anova in out["anova"].items():
-    display(Markdown(f"**Two-way ANOVA, {study.METRICS[short + '_top1']}** (`{anova.attrs['model']}`)"
-                     + (f" — {anova.attrs['note']}" if anova.attrs.get("note") else "")))
-    display(anova)
+for rule, by_metric in out["anova"].items():
+    for short, anova in by_metric.items():
+        note = f" — {anova.attrs['note']}" if anova.attrs.get("note") else ""
+        display(Markdown(f"**[{study.ARM_LABELS[rule]}] Two-way ANOVA, {study.METRICS[short + '_top1']}** "
+                         f"(`{anova.attrs['model']}`){note}"))
+        display(anova)
 
 # %% [markdown]
 # ## The diagnostics over training
 # Rows: InfoNCE (dashed: its log(2N − 1) ceiling, the value when every similarity is equal), the
 # gradient-scale factor 1 − e^(−InfoNCE) by which InfoNCE's gradient of an anchor is smaller than
 # FlatNCE's, and the entropy of the softmax over the negatives (dashed: log(2N − 2), uniform
-# weights). Columns: batch sizes. Mean ± sd over seeds.
+# weights). Columns: batch sizes; one figure per learning-rate rule. Mean ± sd over seeds.
 
 # %%
-diagnostics = curves[curves.metric.isin(list(study.DIAGNOSTIC_LABELS))]
-if not diagnostics.empty:
+for rule in settings["lr_rules"]:
+    diagnostics = curves[curves.metric.isin(list(study.DIAGNOSTIC_LABELS)) & (curves.lr_rule == rule)]
+    if diagnostics.empty:
+        continue
     g = sns.relplot(data=diagnostics, x="epoch", y="value", hue="loss", row="metric", col="batch_size", kind="line",
                     errorbar="sd", marker="o", height=2.4, aspect=1.15,
                     row_order=list(study.DIAGNOSTIC_LABELS), facet_kws={"sharey": "row"})
@@ -209,25 +225,30 @@ if not diagnostics.empty:
         ax.set_title(f"N = {batch}" if metric == "info_nce" else "")  # the top row names the batch
     for label, ax in zip(study.DIAGNOSTIC_LABELS.values(), g.axes[:, 0]):
         ax.set_ylabel(label)
-    g.figure.suptitle("Diagnostics per epoch (dashed: the value with all similarities equal)", y=1.02)
+    g.figure.suptitle(f"[{study.ARM_LABELS[rule]}] Diagnostics per epoch (dashed: the value with all similarities "
+                      "equal)", y=1.02)
     plt.show()
 
 # %% [markdown]
 # ## The log-K ceiling against the batch size
 # Final-epoch InfoNCE against log(2N − 1), and the gradient-scale factor, per batch size. The gap
 # between InfoNCE and its ceiling is the mutual-information bound the run certifies; the factor is
-# how much InfoNCE damps its own gradient. The table gives, per batch size and loss, the final-epoch
-# InfoNCE and 1 − e^(−InfoNCE) of it (means over seeds): the factor the verdict below reads.
+# how much InfoNCE damps its own gradient. Line style: the learning-rate rule. The table gives, per rule,
+# batch size and loss, the final-epoch InfoNCE and 1 − e^(−InfoNCE) of it (means over seeds): the factor
+# the verdict below reads.
 
 # %%
-final = ok_runs.assign(bound=ok_runs.info_nce_ceiling - ok_runs.info_nce_final)
+final = ok_runs.assign(bound=ok_runs.info_nce_ceiling - ok_runs.info_nce_final,
+                       lr_rule=ok_runs.lr_rule.map(study.ARM_LABELS))
 fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8))
-sns.lineplot(data=final, x="batch_size", y="info_nce_final", hue="loss", marker="o", errorbar="sd", ax=left)
+sns.lineplot(data=final, x="batch_size", y="info_nce_final", hue="loss", style="lr_rule", marker="o", errorbar="sd",
+             ax=left)
 sizes = np.array(settings["batch_sizes"])
 left.plot(sizes, np.log(2 * sizes - 1), color="grey", linestyle="--", label="log(2N - 1)")
 left.set(ylabel="final-epoch InfoNCE (nats)", title="InfoNCE and its ceiling")
 left.legend()
-sns.lineplot(data=final, x="batch_size", y="grad_scale_final", hue="loss", marker="o", errorbar="sd", ax=right)
+sns.lineplot(data=final, x="batch_size", y="grad_scale_final", hue="loss", style="lr_rule", marker="o",
+             errorbar="sd", ax=right)
 right.set(ylabel="1 - e^(-InfoNCE)", title="gradient-scale factor, final epoch")
 for ax in (left, right):
     ax.set_xscale("log", base=2)
@@ -251,9 +272,10 @@ display(Markdown(f"Largest relative deviation (16 anchors): **{identity_error:.1
 
 # %% [markdown] tags=["findings"]
 # ## Paper against reproduced
-# Verdicts are ours. "Reproduced" for a difference needs its direction at every batch size *and*
-# Welch p < 0.05; the ImageNet and transfer numbers are not measured by any profile here and say
-# so. Every measured verdict names the scale it was measured at.
+# Verdicts are ours, one set per learning-rate rule (the quantity starts with the arm). "Reproduced" for a
+# difference needs its direction at every batch size *and* Welch p < 0.05; the ImageNet and transfer
+# numbers are not measured by any profile here and say so. Every measured verdict names the scale and the
+# rate it was measured at.
 
 # %% tags=["findings"]
 verdicts = study.paper_vs_reproduced(out, settings, identity_error)

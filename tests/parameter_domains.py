@@ -413,8 +413,8 @@ def flatnce_batch(smoke: dict, defaults: dict) -> dict:
         # at least 1/128 (the first ResNet stage keeps a channel), at most 16 (8,192 features)
         "width_multiplier": Number(1 / 128, 16.0, optional=True),
         "optimizer": Choice(("lars", "sgd", "adam"), optional=True),
-        "lr": Number(0.0, low_open=True, optional=True),
-        "lr_scaling": Choice(("linear", "sqrt"), optional=True),  # the rules with a published base rate
+        # the learning-rate arms: FLAT's linear 0.3 x B / 256 and our 0.6 x sqrt(B), any order (FLAT's runs first)
+        "lr_rules": Choices(("linear", "sqrt"), optional=True),
         "projector_bn": Flag(optional=True),
         "temperature": Number(0.0, low_open=True, optional=True),
         "train_subset": Integer(0, optional=True), "workers": Integer(1, optional=True),

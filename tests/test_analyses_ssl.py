@@ -30,8 +30,9 @@ BASE = {16: 30, 64: 36, 256: 40}  # InfoNCE's probe accuracy per batch size (gri
 
 
 def planted_flatnce_runs(probe_gain: dict, knn_gain: dict | None = None, grad_scale: dict | None = None,
-                         batches=BATCHES) -> pd.DataFrame:
-    """Runs frame of study 5 (the columns of ``flat_study.runs_frame``): per batch size b and seed,
+                         batches=BATCHES, rule: str = "linear") -> pd.DataFrame:
+    """Runs frame of study 5 (the columns of ``flat_study.runs_frame``), all in the learning-rate arm
+    ``rule``: per batch size b and seed,
     InfoNCE's probe accuracy is BASE[b] + dev and FlatNCE's BASE[b] + probe_gain[b] + dev (grid
     steps, stored as fractions); kNN is 8 steps lower with its own gains. ``grad_scale`` maps
     (loss, b) to the final gradient-scale factor (default 0.95)."""
@@ -44,16 +45,20 @@ def planted_flatnce_runs(probe_gain: dict, knn_gain: dict | None = None, grad_sc
                 probe = BASE[b] + dev + (probe_gain[b] if loss == "flatnce" else 0)
                 knn = BASE[b] - 8 + dev + (knn_gain[b] if loss == "flatnce" else 0)
                 g = grad_scale.get((loss, b), 0.95)
-                rows.append(dict(run_id=f"{loss}-{b}-{seed}", status="ok", loss=loss, batch_size=b, seed=seed,
-                                 knn_top1=knn / 64, probe_top1=probe / 64, info_nce_final=-math.log(1 - g),
-                                 info_nce_ceiling=math.log(2 * b - 1), grad_scale_final=g,
-                                 negative_entropy_final=math.log(2 * b - 2), steps=4096 // b, lr=0.6, train_s=1.0))
+                rows.append(dict(run_id=f"{rule}-{loss}-{b}-{seed}", status="ok", lr_rule=rule, loss=loss,
+                                 batch_size=b, seed=seed, knn_top1=knn / 64, probe_top1=probe / 64,
+                                 info_nce_final=-math.log(1 - g), info_nce_ceiling=math.log(2 * b - 1),
+                                 grad_scale_final=g, negative_entropy_final=math.log(2 * b - 2), steps=4096 // b,
+                                 lr=0.6, train_s=1.0))
     return pd.DataFrame(rows)
 
 
-def flat_settings(batches=BATCHES, dataset="cifar10"):
+def flat_settings(batches=BATCHES, dataset="cifar10", rules=("linear",)):
     return flat_study.resolve({"profile": "cpu", "losses": ["infonce", "flatnce"], "batch_sizes": list(batches),
-                               "dataset": dataset, "temperature": 0.1, "device": "cpu"})
+                               "dataset": dataset, "temperature": 0.1, "device": "cpu", "lr_rules": list(rules)})
+
+
+FLAT_ARM = f"[{flat_study.ARM_LABELS['linear']}] "  # the start of every measured quantity of FLAT's arm
 
 
 def welch_p_of_planted_gain(gain_steps: float) -> float:
@@ -123,7 +128,7 @@ def test_a_batch_size_with_one_loss_only_has_no_difference():
 ])
 def test_interaction_of_the_anova_equals_the_balanced_hand_formula(design, probe_gain):
     out = flat_study.analyze(planted_flatnce_runs(probe_gain), flat_settings())
-    row = out["anova"]["probe"].loc["loss:batch_size"]
+    row = out["anova"]["linear"]["probe"].loc["loss:batch_size"]
     ss, f, p = hand_interaction(probe_gain)
     assert row["df"] == len(BATCHES) - 1
     assert row["sum_sq"] == pytest.approx(ss, abs=1e-9)
@@ -139,7 +144,7 @@ def small_batch_row(probe_gain: dict) -> pd.Series:
     s = flat_settings()
     out = flat_study.analyze(planted_flatnce_runs(probe_gain), s)
     table = flat_study.paper_vs_reproduced(out, s, identity_error=0.0)
-    return table[table.quantity.str.startswith("FlatNCE's gain is largest at small batches")].iloc[0]
+    return table[table.quantity.str.startswith(FLAT_ARM + "FlatNCE's gain is largest at small batches")].iloc[0]
 
 
 @pytest.mark.parametrize("probe_gain,expected", [
@@ -169,9 +174,9 @@ def test_small_batch_verdict_with_one_run_per_cell_says_the_interaction_was_not_
     s = flat_settings()
     runs = planted_flatnce_runs({16: 8, 64: 0, 256: 0})
     out = flat_study.analyze(runs[runs.seed == 0], s)
-    assert "loss:batch_size" not in out["anova"]["probe"].index
+    assert "loss:batch_size" not in out["anova"]["linear"]["probe"].index
     row = flat_study.paper_vs_reproduced(out, s, identity_error=0.0).set_index("quantity").loc[
-        "FlatNCE's gain is largest at small batches (probe)"]
+        FLAT_ARM + "FlatNCE's gain is largest at small batches (probe)"]
     assert row.ours.endswith("interaction loss x batch p = nan")
     assert row.verdict.startswith("direction only: the largest gain at the smallest batch, interaction not tested")
 
@@ -180,7 +185,8 @@ def test_small_batch_verdict_with_one_run_per_cell_says_the_interaction_was_not_
 def test_small_batch_verdict_needs_two_measured_batch_sizes():
     s = flat_settings(batches=[16])
     out = flat_study.analyze(planted_flatnce_runs({16: 8}, batches=[16]), s)
-    assert flat_study._small_batch_row(out, out["comparison"])[-1] == "not measured"
+    linear = flat_study.arm(out, "linear")
+    assert flat_study._small_batch_row(linear, linear["comparison"])[-1] == "not measured"
 
 
 def comparison_frame(diffs, ps) -> pd.DataFrame:
@@ -208,7 +214,7 @@ def test_every_batch_verdict_counts_planted_signs_and_p_values(diffs, ps, expect
 def mechanism_verdict(grad_scale: dict) -> tuple:
     s = flat_settings()
     out = flat_study.analyze(planted_flatnce_runs({16: 4, 64: 2, 256: 0}, grad_scale=grad_scale), s)
-    return flat_study._mechanism_row(out)
+    return flat_study._mechanism_row(flat_study.arm(out, "linear"))
 
 
 @pytest.mark.parametrize("small,large,expected", [
@@ -236,7 +242,7 @@ def test_flatnce_table_reports_the_crossed_design_in_both_metrics():
                           f"B=256: +0.00 (p = {p0:.2g}) pts")
     assert probe.verdict.startswith(
         "not reproduced at this scale: higher at 1 of 3 batch sizes, none significantly lower")
-    small = table[table.quantity.str.startswith("FlatNCE's gain is largest")].iloc[0]
+    small = table[table.quantity.str.startswith(FLAT_ARM + "FlatNCE's gain is largest")].iloc[0]
     assert small.verdict.startswith("reproduced: the largest gain at the smallest batch")
     assert small.verdict.endswith("measured on a stand-in, not on CIFAR-10)")
 
@@ -602,7 +608,7 @@ def test_a_final_infonce_within_one_percent_of_its_ceiling_either_side_is_untrai
     g = factor_at_infonce(relative * math.log(2 * 64 - 1))
     out = flat_study.analyze(planted_flatnce_runs({16: 4, 64: 2, 256: 0}, grad_scale={("infonce", 64): g}),
                              flat_settings())
-    assert flat_study.untrained_batch_sizes(out["cells"]) == ([64] if untrained else [])
+    assert flat_study.untrained_batch_sizes(flat_study.arm(out, "linear")["cells"]) == ([64] if untrained else [])
 
 
 def test_runs_at_the_ceiling_everywhere_make_every_accuracy_verdict_say_not_trainable():
@@ -624,3 +630,60 @@ def test_only_the_batch_sizes_at_the_ceiling_are_named_before_the_verdict():
     out = flat_study.analyze(planted_flatnce_runs({16: 8, 64: 4, 256: 2}, grad_scale=g), s)
     probe = flat_study.paper_vs_reproduced(out, s, 0.0).set_index("quantity").filter(like="linear-probe", axis=0)
     assert probe.verdict.iloc[0].startswith("InfoNCE ended at its ceiling at B=256 (untrained there); ")
+
+
+# ------------------------------------------------------------------ study 5: learning-rate rules as arms
+
+
+def two_arm_runs(linear_gain: dict, sqrt_gain: dict, linear_grad_scale: dict | None = None) -> pd.DataFrame:
+    """Both arms planted with the same design apart from their FlatNCE gains (and FLAT's arm's factors)."""
+    return pd.concat([planted_flatnce_runs(linear_gain, grad_scale=linear_grad_scale, rule="linear"),
+                      planted_flatnce_runs(sqrt_gain, rule="sqrt")], ignore_index=True)
+
+
+def test_a_gain_planted_in_one_arm_shows_only_in_that_arm():
+    none, gain = {16: 0, 64: 0, 256: 0}, {16: 8, 64: 6, 256: 4}
+    assert welch_p_of_planted_gain(min(gain.values())) < 0.05  # significant at every batch size, by the plant
+    s = flat_settings(rules=("linear", "sqrt"))
+    out = flat_study.analyze(two_arm_runs(none, gain), s)
+    assert list(dict.fromkeys(out["cells"].lr_rule)) == ["linear", "sqrt"] and (out["cells"].runs == len(DEVS)).all()
+    comparison = out["comparison"].set_index(["lr_rule", "batch_size"])
+    for b in BATCHES:
+        assert comparison.loc[("linear", b), "probe_diff"] == 0
+        assert comparison.loc[("sqrt", b), "probe_diff"] == gain[b] * UNIT
+    # each arm's ANOVA sees its own runs only: the interaction equals the hand formula of that arm's plant
+    for rule, planted in (("linear", none), ("sqrt", gain)):
+        ss, _, p = hand_interaction(planted)
+        row = out["anova"][rule]["probe"].loc["loss:batch_size"]
+        assert row["sum_sq"] == pytest.approx(ss, abs=1e-9) and row["PR(>F)"] == pytest.approx(p, abs=1e-9)
+    table = flat_study.paper_vs_reproduced(out, s, 0.0).set_index("quantity")
+    probe = {rule: table.loc[f"[{label}] FlatNCE - InfoNCE, linear-probe top-1, per batch size (Welch p)"]
+             for rule, label in flat_study.ARM_LABELS.items()}
+    assert probe["sqrt"].verdict.startswith("reproduced: higher at every batch size")
+    assert probe["sqrt"].verdict.endswith("lr 0.6 × √B)")
+    assert probe["linear"].verdict.startswith("not reproduced at this scale: higher at 0 of 3 batch sizes")
+    assert probe["linear"].verdict.endswith("lr 0.3 × B / 256)")
+    factors = flat_study.factor_by_batch(out)
+    assert list(zip(factors.lr_rule, factors.batch_size)) == [(r, b) for r in ("linear", "sqrt") for b in BATCHES]
+
+
+def test_the_not_trainable_note_belongs_to_the_arm_at_its_ceiling():
+    at_ceiling = {(loss, b): factor_at_infonce(math.log(2 * b - 1)) for loss in ("infonce", "flatnce")
+                  for b in BATCHES}
+    s = flat_settings(rules=("linear", "sqrt"))
+    gain = {16: 8, 64: 4, 256: 2}
+    out = flat_study.analyze(two_arm_runs(gain, gain, linear_grad_scale=at_ceiling), s)
+    assert flat_study.untrained_batch_sizes(flat_study.arm(out, "linear")["cells"]) == BATCHES
+    assert flat_study.untrained_batch_sizes(flat_study.arm(out, "sqrt")["cells"]) == []
+    table = flat_study.paper_vs_reproduced(out, s, 0.0)
+    for rule, label in flat_study.ARM_LABELS.items():
+        rows = table[table.quantity.str.startswith(f"[{label}] ")]
+        accuracy = rows[rows.quantity.str.contains("FlatNCE - InfoNCE|largest at small batches")]
+        mechanism = rows[rows.quantity.str.contains("gradient-scale factor")].iloc[0]
+        assert len(accuracy) == 3
+        if rule == "linear":
+            assert accuracy.verdict.str.startswith("not trainable at this scale").all()
+            assert mechanism.verdict.startswith("not measurable at this scale")
+        else:
+            assert not accuracy.verdict.str.contains("ceiling|not trainable").any()
+            assert not mechanism.verdict.startswith("not measurable")

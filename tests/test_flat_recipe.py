@@ -1,5 +1,5 @@
 """Issue 17, study 5: FLAT's recipe (the linear lr rule under LARS, a projector without BatchNorm), the
-square-root option, the gradient-scale factor per batch size, the fidelity table and the GPU bench rows.
+square-root arm, the gradient-scale factor per batch size, the fidelity table and the GPU bench rows.
 
 Hand computations here are in plain Python floats, not through the library's tensor code."""
 import math
@@ -99,20 +99,22 @@ def _resolved(profile: str, **parameters) -> dict:
 
 
 @pytest.mark.parametrize("profile", ["smoke", "quick", "cpu", "paper"])
-def test_every_profile_runs_flats_rule_and_projector(profile):
+def test_every_profile_runs_flats_rule_first_and_flats_projector_in_every_arm(profile):
     s = _resolved(profile)
     configs = study.plan(s)
-    assert all(c.lr_scaling == "linear" and c.lr == 0.3 and not c.projector_bn for c in configs)
+    assert s["lr_rules"][0] == "linear" and not any(c.projector_bn for c in configs)
+    linear = [c for c in configs if c.lr_scaling == "linear"]
+    assert linear and all(c.lr == 0.3 for c in linear)
     if profile != "smoke":  # smoke trains one epoch without warm-up
         assert s["warmup_epochs"] / s["epochs"] == pytest.approx(0.1)  # main.py: 10 of 100 epochs
 
 
-def test_the_sqrt_option_takes_simclrs_base_rate_and_a_given_lr_wins():
-    sqrt = _resolved("quick", lr_scaling="sqrt")
-    assert sqrt["lr"] == 0.075 and {c.lr for c in study.plan(sqrt)} == {0.075}
-    assert _resolved("quick", lr_scaling="sqrt", lr=0.6)["lr"] == 0.6
-    with pytest.raises(ParameterError, match="lr_scaling"):
-        _resolved("quick", lr_scaling="none")
+def test_the_sqrt_arm_runs_ours_at_eight_times_simclrs_published_base():
+    sqrt = _resolved("quick", lr_rules=["sqrt"])
+    assert {(c.lr_scaling, c.lr) for c in study.plan(sqrt)} == {("sqrt", 0.6)}
+    assert study.LR_RULES["sqrt"] == 8 * BASE_LR["sqrt"]  # SimCLR's 0.075 (appendix B.1) x 8
+    with pytest.raises(ParameterError, match="lr_rules"):
+        _resolved("quick", lr_rules=["none"])
 
 
 # ------------------------------------------------------------------------------ the gradient-scale factor
@@ -123,7 +125,8 @@ def _runs(info_nce: dict) -> pd.DataFrame:
     rows = []
     for (loss, b), values in info_nce.items():
         for seed, value in enumerate(values):
-            rows.append(dict(run_id=f"{loss}-{b}-{seed}", status="ok", loss=loss, batch_size=b, seed=seed,
+            rows.append(dict(run_id=f"{loss}-{b}-{seed}", status="ok", lr_rule="linear", loss=loss, batch_size=b,
+                             seed=seed,
                              knn_top1=0.5, probe_top1=0.5, info_nce_final=value, info_nce_ceiling=math.log(2 * b - 1),
                              grad_scale_final=0.0, negative_entropy_final=0.0, steps=1, lr=0.1, train_s=1.0))
     return pd.DataFrame(rows)
@@ -133,9 +136,10 @@ def test_the_factor_per_batch_is_the_seed_mean_of_one_minus_e_to_the_minus_final
     planted = {("infonce", 16): [0.5, 1.5], ("infonce", 64): [3.0, 3.2], ("flatnce", 16): [0.7, 0.9],
                ("flatnce", 64): [2.0, 4.0]}
     s = study.resolve({"profile": "cpu", "losses": ["infonce", "flatnce"], "batch_sizes": [16, 64],
-                       "temperature": 0.1, "device": "cpu"})
+                       "lr_rules": ["linear"], "temperature": 0.1, "device": "cpu"})
     out = study.analyze(_runs(planted), s)
     table = study.factor_by_batch(out).set_index("batch_size")
+    assert set(table.lr_rule) == {"linear"}
     for (loss, b), values in planted.items():
         by_hand = sum(1 - math.exp(-v) for v in values) / len(values)  # not 1 - e^(-mean): the mean of factors
         assert table.loc[b, f"info_nce_factor_final_{loss}"] == pytest.approx(by_hand, rel=1e-12)
@@ -147,7 +151,7 @@ def test_the_factor_per_batch_is_the_seed_mean_of_one_minus_e_to_the_minus_final
     assert row.ours == (f"B=16: {small:.3f} (InfoNCE 1.00 of {math.log(31):.2f}); "
                         f"B=64: {large:.3f} (InfoNCE 3.10 of {math.log(127):.2f})")
     assert row.verdict.startswith("seen: InfoNCE's gradient is scaled down most at the smallest batch")
-    assert "lr 0.3 × B / 256" in row.verdict
+    assert "lr 0.3 × B / 256" in row.verdict and row.name.startswith("[FLAT's rule 0.3 × B / 256] ")
 
 
 # ------------------------------------------------------------------------------ the fidelity table
@@ -168,10 +172,10 @@ def _table(profile: str, data_root: str, **parameters) -> pd.DataFrame:
     return flat_fidelity_table(study.plan(s), s, data_root=data_root).set_index("setting")
 
 
-# The rows FLAT's recipe fixes, which every profile of the study keeps.
-RECIPE_ROWS = ("temperature τ", "projector", "optimiser", "LARS step", "momentum", "learning-rate rule",
-               "learning rate per batch size", "weight decay", "crop", "flip", "colour jitter", "grayscale", "blur",
-               "stem", "InfoNCE", "FlatNCE", "losses compared")
+# The rows FLAT's recipe fixes, which every profile of the study keeps (the learning rate: in FLAT's arm).
+RECIPE_ROWS = ("temperature τ", "projector", "optimiser", "LARS step", "momentum", "learning-rate rule (linear arm)",
+               "learning rate per batch size (linear arm)", "weight decay", "crop", "flip", "colour jitter",
+               "grayscale", "blur", "stem", "InfoNCE", "FlatNCE", "losses compared")
 
 
 def test_every_row_is_tagged_names_a_flatclr_file_and_every_difference_says_why(cifar10_root):
@@ -185,14 +189,26 @@ def test_every_row_is_tagged_names_a_flatclr_file_and_every_difference_says_why(
     assert (table.loc[list(RECIPE_ROWS), "note"] == "matches").all(), table.loc[list(RECIPE_ROWS), ["ours", "original"]]
     assert table.loc["warm-up", "note"] == "matches"  # 0.6 of 6 epochs: FLAT's 10%
     assert table.loc["epochs", "note"] == f"[ours]: {PROFILE_REASONS['cpu']}"
-    assert table.loc["learning rate per batch size", "ours"] == "32: 0.0375, 64: 0.075, 128: 0.15, 256: 0.3, 512: 0.6"
+    assert table.loc["learning rate per batch size (linear arm)", "ours"] == "32: 0.0375, 128: 0.15, 512: 0.6"
+    # the sqrt arm: ours, with the reason and SimCLR's published base beside it
+    assert table.loc["learning-rate rule (sqrt arm)", "ours"] == "0.6 × √B"
+    assert table.loc["learning rate per batch size (sqrt arm)", "ours"] == (
+        f"32: {0.6 * math.sqrt(32):.4g}, 128: {0.6 * math.sqrt(128):.4g}, 512: {0.6 * math.sqrt(512):.4g}")
+    for setting in ("learning-rate rule (sqrt arm)", "learning rate per batch size (sqrt arm)"):
+        note = table.loc[setting, "note"]
+        assert note.startswith("[ours]: the study's second arm") and "0.075" in note and "45-48%" in note
 
 
-def test_the_sqrt_option_and_the_batchnorm_projector_show_as_differences_read_from_the_run(cifar10_root):
-    table = _table("cpu", cifar10_root, lr_scaling="sqrt", projector_bn=True)
-    assert table.loc["learning-rate rule", "ours"] == "0.075 × √B"
-    assert table.loc["learning-rate rule", "note"].startswith("[ours]: lr_scaling='sqrt': SimCLR's small-batch rule")
-    assert table.loc["learning rate per batch size", "ours"].startswith(f"32: {0.075 * math.sqrt(32):.4g}, ")
+def test_a_rate_off_the_arms_and_the_batchnorm_projector_show_as_differences_read_from_the_run(cifar10_root):
+    s = _resolved("cpu", lr_rules=["linear"], projector_bn=True)
+    configs = [c.replace(lr=0.5) for c in study.plan(s)]
+    table = flat_fidelity_table(configs, s, data_root=cifar10_root).set_index("setting")
+    assert list(table.filter(like="arm)", axis=0).index) == ["learning-rate rule (linear arm)",
+                                                              "learning rate per batch size (linear arm)"]
+    assert table.loc["learning-rate rule (linear arm)", "ours"] == "0.5 × B / 256"
+    assert table.loc["learning-rate rule (linear arm)", "note"] == (
+        "[ours]: lr = 0.5, lr_scaling = 'linear' set for this run")
+    assert table.loc["learning rate per batch size (linear arm)", "ours"].startswith(f"32: {0.5 * 32 / 256:.4g}, ")
     assert table.loc["projector", "ours"] == "Linear(128→128) → BatchNorm → ReLU → Linear(128→128)"
     assert table.loc["projector", "note"].startswith("[ours]: projector_bn=True")
 

@@ -17,14 +17,43 @@ from lib.studies import flatnce_batch as study
 PARAMETERS = dict(profile="smoke", losses=["infonce", "flatnce"], temperature=0.1, device="cpu")
 
 
-def test_plan_crosses_batch_sizes_losses_and_seeds_into_distinct_runs():
-    s = study.resolve({**PARAMETERS, "batch_sizes": [64, 16, 32], "seeds": 3})
+def test_plan_crosses_rules_batch_sizes_losses_and_seeds_into_distinct_runs():
+    s = study.resolve({**PARAMETERS, "batch_sizes": [64, 16, 32], "seeds": 3, "lr_rules": ["sqrt", "linear"]})
     configs = study.plan(s)
-    assert s["batch_sizes"] == [16, 32, 64]
-    assert len(configs) == 3 * 2 * 3 == len({config_hash(c) for c in configs})
-    assert {(c.batch_size, c.loss, c.seed) for c in configs} == {
-        (b, loss, seed) for b in (16, 32, 64) for loss in ("infonce", "flatnce") for seed in range(3)}
-    assert all(c.temperature == 0.1 and c.device == "cpu" for c in configs)
+    assert s["batch_sizes"] == [16, 32, 64] and s["lr_rules"] == ["linear", "sqrt"]  # FLAT's arm first
+    assert len(configs) == 2 * 3 * 2 * 3 == len({config_hash(c) for c in configs})
+    assert {(c.lr_scaling, c.batch_size, c.loss, c.seed) for c in configs} == {
+        (rule, b, loss, seed) for rule in ("linear", "sqrt") for b in (16, 32, 64) for loss in ("infonce", "flatnce")
+        for seed in range(3)}
+    assert all(c.temperature == 0.1 and c.device == "cpu" and not c.projector_bn for c in configs)
+
+
+def test_each_arm_runs_its_rate_by_hand():
+    """linear: FLAT's 0.3 x B / 256; sqrt: ours, 0.6 x sqrt(B); read from the rate a run trains at."""
+    from lib.optim import scaled_lr
+
+    s = study.resolve({**PARAMETERS, "batch_sizes": [16, 64, 256], "lr_rules": ["linear", "sqrt"]})
+    by_hand = {"linear": lambda b: 0.3 * b / 256, "sqrt": lambda b: 0.6 * math.sqrt(b)}
+    for c in study.plan(s):
+        assert scaled_lr(c.lr, c.batch_size, c.lr_scaling) == pytest.approx(by_hand[c.lr_scaling](c.batch_size),
+                                                                            rel=1e-12)
+
+
+@pytest.mark.parametrize("profile,rules,batches,runs", [("smoke", ["linear"], [16, 32], 8),
+                                                        ("quick", ["linear", "sqrt"], [16, 64, 256], 24),
+                                                        ("cpu", ["linear", "sqrt"], [32, 128, 512], 24),
+                                                        ("paper", ["linear"], None, None)])
+def test_profiles_run_flats_arm_first_and_the_sqrt_arm_where_the_budget_allows(profile, rules, batches, runs):
+    s = study.resolve({**PARAMETERS, "profile": profile})
+    assert s["lr_rules"] == rules
+    if batches is not None:
+        assert s["batch_sizes"] == batches and len(study.plan(s)) == runs
+
+
+@pytest.mark.parametrize("value", [[], ["linear", "linear"], ["cube"], "linear", ["linear", 1], ["LINEAR"], 0])
+def test_a_bad_lr_rules_fails_naming_it_and_the_allowed_rules(value):
+    with pytest.raises(ParameterError, match=r"lr_rules.*linear, sqrt"):
+        study.resolve({**PARAMETERS, "lr_rules": value})
 
 
 def test_parameters_left_as_none_take_the_profile_and_given_ones_win():
@@ -74,15 +103,16 @@ def test_gradient_identity_fails_when_the_librarys_flatnce_is_wrong(monkeypatch,
     assert study.gradient_identity_error(seed=3) > 1e-3
 
 
-def fake_runs(effect_by_batch: dict, seeds: int = 4, noise: float = 0.5) -> pd.DataFrame:
-    """A runs frame with InfoNCE at 50% and FlatNCE at 50% + effect points, plus seeded noise."""
+def fake_runs(effect_by_batch: dict, seeds: int = 4, noise: float = 0.5, rule: str = "linear") -> pd.DataFrame:
+    """A runs frame of one arm with InfoNCE at 50% and FlatNCE at 50% + effect points, plus seeded noise."""
     rng = np.random.default_rng(0)
     rows = []
     for b, effect in effect_by_batch.items():
         for loss, shift in (("infonce", 0.0), ("flatnce", effect)):
             for seed in range(seeds):
                 acc = (50 + shift + noise * rng.standard_normal()) / 100
-                rows.append(dict(run_id=f"{b}{loss}{seed}", status="ok", loss=loss, batch_size=b, seed=seed,
+                rows.append(dict(run_id=f"{rule}{b}{loss}{seed}", status="ok", lr_rule=rule, loss=loss, batch_size=b,
+                                 seed=seed,
                                  knn_top1=acc, probe_top1=acc, info_nce_final=math.log(2 * b - 1) - 0.5,
                                  info_nce_ceiling=math.log(2 * b - 1),
                                  grad_scale_final=1 - math.exp(0.5 - math.log(2 * b - 1)),
@@ -101,7 +131,7 @@ def test_analysis_differences_are_flatnce_minus_infonce_with_welch_tests():
         info = 100 * here[here.loss == "infonce"].probe_top1.to_numpy()
         assert r.probe_diff == pytest.approx(flat.mean() - info.mean())
         assert r.probe_welch_p == pytest.approx(stats.welch_t_test(flat, info).p_value)
-    assert {"loss", "batch_size", "loss:batch_size"} <= set(out["anova"]["probe"].index)
+    assert {"loss", "batch_size", "loss:batch_size"} <= set(out["anova"]["linear"]["probe"].index)
 
 
 def test_a_run_that_is_not_ok_is_left_out_of_the_analysis():
@@ -119,6 +149,7 @@ def test_verdicts_follow_the_measured_differences(effects, expected):
     out = study.analyze(fake_runs(effects), s)
     table = study.paper_vs_reproduced(out, s, study.gradient_identity_error())
     probe = table[table.quantity.str.contains("linear-probe")].iloc[0]
+    assert probe.quantity.startswith(study.HEADLINE)  # the report's summary finds FLAT's arm
     assert probe.verdict.startswith(expected)
     small = table[table.quantity.str.contains("largest at small batches")].iloc[0]
     assert small.verdict.startswith("reproduced" if effects[16] > effects[64] > 0 else "not reproduced")
@@ -139,15 +170,16 @@ def test_every_published_number_has_a_row_with_an_evidence_tag():
 
 def test_runs_and_curves_frames_read_the_records():
     record = dict(run_id="r1", status="ok", timings={"train_s": 2.0},
-                  config=dict(loss="flatnce", batch_size=32, seed=1),
+                  config=dict(loss="flatnce", batch_size=32, seed=1, lr_scaling="sqrt", lr=0.6),
                   metrics=dict(knn_top1=0.5, probe_top1=0.6, info_nce_final=3.0, grad_scale_final=0.95, steps=10,
                                lr=0.2,
                                curves=dict(info_nce=[4.0, 3.0], grad_scale=[0.98, 0.95], negative_entropy=[4.1, 4.0],
                                            lr=[0.2, 0.0])))
     runs = study.runs_frame([record])
     assert runs.iloc[0].negative_entropy_final == 4.0 and runs.iloc[0].info_nce_ceiling == pytest.approx(math.log(63))
+    assert runs.iloc[0].lr_rule == "sqrt"  # the arm is the config's rule
     curves = study.curves_frame([record])
-    assert len(curves) == 8 and set(curves.epoch) == {1, 2}
+    assert len(curves) == 8 and set(curves.epoch) == {1, 2} and set(curves.lr_rule) == {"sqrt"}
     assert curves[(curves.metric == "info_nce") & (curves.epoch == 2)].value.item() == 3.0
 
 

@@ -259,10 +259,11 @@ def test_notebook_05_smoke_writes_records_and_tables(tmp_path):
 
 @pytest.mark.parametrize("name,value", [("profile", "huge"), ("batch_sizes", [16, 1]), ("batch_sizes", []),
                                         ("batch_sizes", [16, 16]), ("batch_sizes", "16,32"),
-                                        ("losses", ["infonce", "nce"]), ("losses", []), ("lr_scaling", "cube"),
+                                        ("losses", ["infonce", "nce"]), ("losses", []), ("lr_rules", ["cube"]),
                                         ("optimizer", "rmsprop"), ("epochs", 0), ("seeds", 0),
                                         ("width_multiplier", 0.0), ("dataset", "imagenet"), ("temperature", -0.1),
-                                        ("warmup_epochs", 50.0), ("lr", "fast"), ("device", "gpu"), ("workers", 0)])
+                                        ("warmup_epochs", 50.0), ("lr_rules", "linear"), ("lr_rules", []),
+                                        ("device", "gpu"), ("workers", 0)])
 def test_notebook_05_bad_parameter_fails_naming_it(name, value):
     with pytest.raises(ParameterError, match=name):
         flatnce_batch.resolve({**_parameters_cell(NOTEBOOK_05), name: value})

@@ -12,11 +12,16 @@ ratio fixes each layer's step size, a uniform scale of the gradient cancels: wha
 reweighting of anchors, towards those with small l_i.
 
 The recipe is FLAT's [code] (FlatCLR ``main.py``, ``models/utils.py``; the fidelity table is
-:func:`lib.fidelity.flat_fidelity_table`): LARS at lr = 0.3 x B / 256 and a projector without
-BatchNorm in every profile. The learning-rate rule is the ``lr_scaling`` parameter: ``linear`` (FLAT's,
-the default) or ``sqrt``, lr = 0.075 x sqrt(B) (SimCLR's small-batch rule, Chen et al. 2020 appendix
-B.1) [ours], an option that no profile runs; ``lr`` left as None takes the rule's published base rate
-(:data:`lib.optim.BASE_LR`). ``projector_bn=True`` gives SimCLR's head with BatchNorm [ours].
+:func:`lib.fidelity.flat_fidelity_table`): LARS and a projector without BatchNorm in every profile.
+The learning-rate rule is an arm of the study (``lr_rules``, :data:`LR_RULES`): ``linear``, FLAT's
+lr = 0.3 x B / 256 [code], is the default arm of every profile; ``sqrt``, lr = 0.6 x sqrt(B) [ours],
+is the second arm of the quick and cpu profiles. FLAT's rate is set for 100 epochs of 50,000 images:
+at the quick profile (5 epochs of 1,024 images) its runs stay at chance (InfoNCE within 1% of
+log(2N - 1)), and at the cpu profile its summed step size is 83x below FLAT's, whereas
+0.6 x sqrt(B) trained at this scale (the records before issue 17: cpu linear-probe top-1
+45-48% on the CIFAR-10 subset, quick kNN 30-43% on shapes). SimCLR's published square-root base is
+0.075 (:data:`lib.optim.BASE_LR`), 8x smaller. Every table and verdict is per arm; the arms are not
+pooled. ``projector_bn=True`` gives SimCLR's head with BatchNorm [ours].
 
 Decisions where the specification (docs/studies.md, "Study 5") is silent [ours]:
 - Every run sees the same number of epochs, as in the paper, so a larger batch takes fewer steps;
@@ -24,7 +29,10 @@ Decisions where the specification (docs/studies.md, "Study 5") is silent [ours]:
 - The verdict's gradient-scale factor per batch size is 1 - e^(-l) of each run's final-epoch InfoNCE l
   (``info_nce_final``); the per-anchor mean of 1 - e^(-l_i) (``grad_scale_final``) is kept beside it.
 - Until issue 17 the short profiles ran lr = 0.6 x sqrt(B) (8x SimCLR's rule, 23-90x FLAT's at
-  their batches) with BatchNorm in the projector (docs/notes/ssl.md).
+  their batches) with BatchNorm in the projector (docs/notes/ssl.md); the sqrt arm keeps that rate
+  without the BatchNorm.
+- A custom base rate is no parameter: one ``lr`` cannot mean one thing across arms whose bases are
+  in different units (per B / 256, per sqrt(B)); :data:`LR_RULES` holds them.
 """
 from __future__ import annotations
 
@@ -44,7 +52,7 @@ STUDY = "05_flatnce_batch_size"
 # The study's question in one line, for the report's summary
 QUESTION = "Does FlatNCE beat InfoNCE at every batch size, most at small batches?"
 # The verdict-table row (the start of its quantity) whose result the report's summary shows
-HEADLINE = "FlatNCE - InfoNCE, linear-probe top-1"
+HEADLINE = "[FLAT's rule 0.3 × B / 256] FlatNCE - InfoNCE, linear-probe top-1"
 TRAIN = train_ssl
 LOSSES = ("infonce", "flatnce")  # the contrastive losses compared [paper]
 PAPER_DATASET = "cifar10"
@@ -56,36 +64,44 @@ DIAGNOSTIC_LABELS = {"info_nce": "InfoNCE (nats)", "grad_scale": "1 - e^(-InfoNC
 PUBLISHED_IMAGENET = {100: (56.74, 54.62), 90: (56.25, 53.98)}
 PUBLISHED_TRANSFER = {"CIFAR-10": 0.28, "CIFAR-100": 0.36, "SUN397": 1.69}
 
-# Everything a profile sets (SSLConfig fields by name, and the study's batch_sizes, seeds and workers); a
-# notebook parameter left as None takes the profile's value, else SSLConfig's default; ``lr`` left as None
-# takes lr_scaling's published base rate (lib.optim.BASE_LR). Every profile runs FLAT's recipe [code]: LARS
-# at 0.3 x B / 256, warm-up 10% of the epochs, a projector without BatchNorm.
+# The learning-rate rules the study runs as arms: the lib.optim.scaled_lr rule of each and its base rate.
+# linear: FLAT's 0.3 x B / 256 [code]. sqrt: 0.6 x sqrt(B) [ours], the rate that trains in a few epochs (see
+# the module docstring); SimCLR's published square-root base is 0.075 (Chen et al. 2020, appendix B.1).
+LR_RULES = {"linear": BASE_LR["linear"], "sqrt": 0.6}
+# Each arm's name in the verdict table: FLAT's rule, or ours.
+ARM_LABELS = {"linear": f"FLAT's rule {lr_formula(LR_RULES['linear'], 'linear')}",
+              "sqrt": f"ours: {lr_formula(LR_RULES['sqrt'], 'sqrt')}"}
+
+# Everything a profile sets (SSLConfig fields by name, and the study's batch_sizes, seeds, lr_rules and
+# workers); a notebook parameter left as None takes the profile's value, else SSLConfig's default. Every
+# profile runs FLAT's recipe [code] as its first arm: LARS at 0.3 x B / 256, warm-up 10% of the epochs, a
+# projector without BatchNorm; quick and cpu add the sqrt arm [ours].
 PROFILES = {
     "smoke": dict(dataset="shapes", dataset_options={"num_classes": 10, "difficulty": 0.5, "n_train": 128, "n_test": 64,
                                                      "image_size": 32},
                   batch_sizes=[16, 32], seeds=2, epochs=1, warmup_epochs=0.0, width_multiplier=0.125, optimizer="lars",
-                  lr_scaling="linear", train_subset=0, probe_steps=20, projector_bn=False, workers=1),
-    # 3 batch sizes x 2 losses x 2 seeds = 12 runs on 1,024 procedural images: about 2-3 minutes on 2 cores.
+                  lr_rules=["linear"], train_subset=0, probe_steps=20, projector_bn=False, workers=1),
+    # 2 rules x 3 batch sizes x 2 losses x 2 seeds = 24 runs on 1,024 procedural images: about 4-6 minutes on
+    # 2 cores (the 12 runs of one arm took 2-3; a step costs the same at either rate).
     "quick": dict(dataset="shapes", dataset_options={"num_classes": 10, "difficulty": 0.5, "n_train": 1024,
                                                      "n_test": 500, "image_size": 32},
                   batch_sizes=[16, 64, 256], seeds=2, epochs=5, warmup_epochs=0.5, width_multiplier=0.125,
-                  optimizer="lars", lr_scaling="linear", train_subset=0, probe_steps=200, projector_bn=False,
-                  workers=2),
-    # The 10,000-image CIFAR-10 subset (.npz arrays, --data-root): 5 batch sizes x 2 losses x 2 seeds = 20 runs of
-    # 6 epochs. The same grid's runs of issue 13 (same step cost) took 7.2 min each on one core (11 min at
-    # batch 32, 5.5-7 at the others; evaluation included): 20 x 7.2 / 2 workers = 72 minutes. The sqrt arm
-    # would add as many runs (144 minutes in all, over the 2-hour budget), so it is an option, not a profile arm.
-    "cpu": dict(dataset="cifar10", dataset_options={}, batch_sizes=[32, 64, 128, 256, 512], seeds=2, epochs=6,
-                warmup_epochs=0.6, width_multiplier=0.25, optimizer="lars", lr_scaling="linear", train_subset=0,
-                probe_steps=500, projector_bn=False, workers=2),
+                  optimizer="lars", lr_rules=["linear", "sqrt"], train_subset=0, probe_steps=200,
+                  projector_bn=False, workers=2),
+    # The 10,000-image CIFAR-10 subset (.npz arrays, --data-root): 2 rules x 3 batch sizes x 2 losses x 2 seeds = 24
+    # runs of 6 epochs. The runs of issue 13 (same step cost) took 7.2 min each on one core (11 min at batch
+    # 32, 5.5-7 at the others; evaluation included): 24 x 7.2 / 2 workers = about 86 minutes (up to ~92, as
+    # batch 32's 11 minutes are a third of these runs). Three batch sizes (4x apart) instead of five keep both
+    # arms within the 2-hour budget.
+    "cpu": dict(dataset="cifar10", dataset_options={}, batch_sizes=[32, 128, 512], seeds=2, epochs=6,
+                warmup_epochs=0.6, width_multiplier=0.25, optimizer="lars", lr_rules=["linear", "sqrt"],
+                train_subset=0, probe_steps=500, projector_bn=False, workers=2),
     # FLAT's CIFAR-10 settings [code]: 10 warm-up epochs, 100 epochs, width 1; the batch grid (docs/studies.md: up
     # to 4096 on a GPU) and 3 seeds are ours.
     "paper": dict(dataset="cifar10", dataset_options={}, batch_sizes=[16, 32, 64, 128, 256, 512, 1024, 2048, 4096],
                   seeds=3, epochs=100, warmup_epochs=10.0, width_multiplier=1.0, optimizer="lars",
-                  lr_scaling="linear", train_subset=0, probe_steps=500, projector_bn=False, workers=1),
+                  lr_rules=["linear"], train_subset=0, probe_steps=500, projector_bn=False, workers=1),
 }
-# The learning-rate rules the study runs: each with its published base rate.
-LR_RULES = tuple(BASE_LR)
 
 
 def resolve(p: dict) -> dict:
@@ -110,9 +126,8 @@ def resolve(p: dict) -> dict:
     s["warmup_epochs"] = params.number("warmup_epochs", s["warmup_epochs"], 0.0, s["epochs"])
     s["width_multiplier"] = params.number("width_multiplier", s["width_multiplier"], 0.0, low_open=True)
     params.choice("optimizer", s["optimizer"], OPTIMIZERS)
-    params.choice("lr_scaling", s["lr_scaling"], LR_RULES)
-    lr = p.get("lr")
-    s["lr"] = BASE_LR[s["lr_scaling"]] if lr is None else params.number("lr", lr, 0.0, low_open=True)
+    chosen = params.choices("lr_rules", s["lr_rules"], LR_RULES)
+    s["lr_rules"] = [rule for rule in LR_RULES if rule in chosen]  # FLAT's first: the order of every table
     params.flag("projector_bn", s["projector_bn"])
     temperature = SSLConfig.temperature if p.get("temperature") is None else p["temperature"]
     s["temperature"] = params.number("temperature", temperature, 0.0, low_open=True)
@@ -123,12 +138,13 @@ def resolve(p: dict) -> dict:
 
 
 def plan(s: dict) -> list[SSLConfig]:
-    """The run configs: batch sizes (smallest, the slowest per image, first) x losses x seeds."""
+    """The run configs: batch sizes (smallest, the slowest per image, first) x learning-rate rules x losses
+    x seeds. A rule sets the config's ``lr_scaling`` and its base ``lr`` (:data:`LR_RULES`)."""
     shared = {k: s[k] for k in ("dataset", "dataset_options", "train_subset", "epochs", "warmup_epochs",
-                                "width_multiplier", "optimizer", "lr", "lr_scaling", "temperature", "probe_steps",
-                                "projector_bn", "device")}
-    return [SSLConfig(**shared, batch_size=b, loss=loss, seed=seed)
-            for b in s["batch_sizes"] for loss in s["losses"] for seed in range(s["seeds"])]
+                                "width_multiplier", "optimizer", "temperature", "probe_steps", "projector_bn",
+                                "device")}
+    return [SSLConfig(**shared, lr=LR_RULES[rule], lr_scaling=rule, batch_size=b, loss=loss, seed=seed)
+            for b in s["batch_sizes"] for rule in s["lr_rules"] for loss in s["losses"] for seed in range(s["seeds"])]
 
 
 def check_batch_sizes(s: dict, train_images: int) -> int:
@@ -153,12 +169,14 @@ def sweep_options(s: dict) -> dict:
 
 
 def runs_frame(records: list[dict]) -> pd.DataFrame:
-    """One row per run: loss, batch size, seed, accuracies (fractions), final diagnostics, steps."""
+    """One row per run: its learning-rate rule (the arm), loss, batch size, seed, accuracies (fractions),
+    final diagnostics, steps."""
     rows = []
     for r in records:
         c, m = r["config"], r["metrics"]
         curves = m.get("curves", {})
-        rows.append(dict(run_id=r["run_id"], status=r["status"], loss=c["loss"], batch_size=c["batch_size"],
+        rows.append(dict(run_id=r["run_id"], status=r["status"], lr_rule=c["lr_scaling"], loss=c["loss"],
+                         batch_size=c["batch_size"],
                          seed=c["seed"], knn_top1=m.get("knn_top1", np.nan), probe_top1=m.get("probe_top1", np.nan),
                          info_nce_final=m.get("info_nce_final", np.nan),
                          info_nce_ceiling=math.log(2 * c["batch_size"] - 1),
@@ -170,15 +188,16 @@ def runs_frame(records: list[dict]) -> pd.DataFrame:
 
 
 def curves_frame(records: list[dict]) -> pd.DataFrame:
-    """Long table of every run's per-epoch diagnostics: loss, batch_size, seed, epoch, metric, value."""
+    """Long table of every run's per-epoch diagnostics: lr_rule, loss, batch_size, seed, epoch, metric, value."""
     rows = []
     for r in records:
         c = r["config"]
         for metric, per_epoch in r["metrics"].get("curves", {}).items():
             for epoch, value in enumerate(per_epoch):
-                rows.append(dict(run_id=r["run_id"], loss=c["loss"], batch_size=c["batch_size"], seed=c["seed"],
-                                 epoch=epoch + 1, metric=metric, value=value))
-    return pd.DataFrame(rows, columns=["run_id", "loss", "batch_size", "seed", "epoch", "metric", "value"])
+                rows.append(dict(run_id=r["run_id"], lr_rule=c["lr_scaling"], loss=c["loss"],
+                                 batch_size=c["batch_size"], seed=c["seed"], epoch=epoch + 1, metric=metric,
+                                 value=value))
+    return pd.DataFrame(rows, columns=["run_id", "lr_rule", "loss", "batch_size", "seed", "epoch", "metric", "value"])
 
 
 def ceilings(batch_size: int) -> dict:
@@ -199,17 +218,19 @@ def _welch_or_none(a: np.ndarray, b: np.ndarray):
 
 
 def analyze(runs: pd.DataFrame, s: dict) -> dict:
-    """Every quantity of docs/studies.md, "Study 5", from the runs frame; accuracies in percent.
+    """Every quantity of docs/studies.md, "Study 5", from the runs frame, per learning-rate rule (the arm: ``lr_rule``,
+    in ``s["lr_rules"]`` order; arms are never pooled); accuracies in percent.
 
-    ``cells``: per batch size and loss, runs, accuracies (mean, sd over seeds), final diagnostics,
+    ``cells``: per rule, batch size and loss, runs, accuracies (mean, sd over seeds), final diagnostics,
     steps; ``info_nce_factor_final`` is the mean over seeds of 1 - e^(-l) of each run's final-epoch
     InfoNCE l, the factor by which InfoNCE's gradient is smaller than FlatNCE's at the end of training.
-    ``comparison``: per batch size, FlatNCE - InfoNCE for each accuracy with Welch's t-test
-    (only when both losses ran). ``anova``: per accuracy, the two-way ANOVA on loss x batch size.
+    ``comparison``: per rule and batch size, FlatNCE - InfoNCE for each accuracy with Welch's t-test
+    (only when both losses ran). ``anova``: per rule and accuracy, the two-way ANOVA on loss x batch size.
+    :func:`arm` takes one rule's part.
     """
     ok = runs[runs.status == "ok"].assign(knn_pct=lambda d: 100 * d.knn_top1, probe_pct=lambda d: 100 * d.probe_top1,
                                           info_nce_factor=lambda d: -np.expm1(-d.info_nce_final))
-    cells = (ok.groupby(["batch_size", "loss"])
+    cells = (ok.groupby(["lr_rule", "batch_size", "loss"])
              .agg(runs=("seed", "size"), knn_mean=("knn_pct", "mean"), knn_sd=("knn_pct", "std"),
                   probe_mean=("probe_pct", "mean"), probe_sd=("probe_pct", "std"),
                   info_nce_final=("info_nce_final", "mean"), info_nce_ceiling=("info_nce_ceiling", "first"),
@@ -217,35 +238,49 @@ def analyze(runs: pd.DataFrame, s: dict) -> dict:
                   negative_entropy_final=("negative_entropy_final", "mean"),
                   steps=("steps", "first"), lr=("lr", "first"))
              .reset_index())
-    out: dict = {"n_ok": len(ok), "n_not_ok": int((runs.status != "ok").sum()), "cells": cells}
+    order = {rule: i for i, rule in enumerate(s["lr_rules"])}
+    cells = cells.sort_values("lr_rule", key=lambda rules: rules.map(order), kind="stable").reset_index(drop=True)
+    out: dict = {"n_ok": len(ok), "n_not_ok": int((runs.status != "ok").sum()), "cells": cells, "anova": {}}
     rows = []
-    if {"flatnce", "infonce"} <= set(s["losses"]):
-        for b in s["batch_sizes"]:
-            here = ok[ok.batch_size == b]
-            flat, info = here[here.loss == "flatnce"], here[here.loss == "infonce"]
-            row = dict(batch_size=b, runs_flatnce=len(flat), runs_infonce=len(info))
+    for rule in s["lr_rules"]:
+        here_rule = ok[ok.lr_rule == rule]
+        if {"flatnce", "infonce"} <= set(s["losses"]):
+            for b in s["batch_sizes"]:
+                here = here_rule[here_rule.batch_size == b]
+                flat, info = here[here.loss == "flatnce"], here[here.loss == "infonce"]
+                row = dict(lr_rule=rule, batch_size=b, runs_flatnce=len(flat), runs_infonce=len(info))
+                for short in ("knn", "probe"):
+                    a, c = flat[f"{short}_pct"].to_numpy(), info[f"{short}_pct"].to_numpy()
+                    welch = _welch_or_none(a, c)
+                    row[f"{short}_diff"] = a.mean() - c.mean() if len(a) and len(c) else np.nan
+                    row[f"{short}_welch_t"] = welch.t if welch else np.nan
+                    row[f"{short}_welch_p"] = welch.p_value if welch else np.nan
+                rows.append(row)
+        out["anova"][rule] = {}
+        if here_rule.loss.nunique() > 1 and len(here_rule) >= 3:
             for short in ("knn", "probe"):
-                a, c = flat[f"{short}_pct"].to_numpy(), info[f"{short}_pct"].to_numpy()
-                welch = _welch_or_none(a, c)
-                row[f"{short}_diff"] = a.mean() - c.mean() if len(a) and len(c) else np.nan
-                row[f"{short}_welch_t"] = welch.t if welch else np.nan
-                row[f"{short}_welch_p"] = welch.p_value if welch else np.nan
-            rows.append(row)
+                out["anova"][rule][short] = stats.two_way_anova(here_rule, f"{short}_pct", "loss", "batch_size")
     out["comparison"] = pd.DataFrame(rows)
-    out["anova"] = {}
-    if ok.loss.nunique() > 1 and len(ok) >= 3:
-        for short in ("knn", "probe"):
-            out["anova"][short] = stats.two_way_anova(ok, f"{short}_pct", "loss", "batch_size")
     return out
 
 
+def arm(out: dict, rule: str) -> dict:
+    """One learning-rate rule's part of :func:`analyze`'s result: its cells, comparison and ANOVA."""
+    comparison = out["comparison"]
+    return {"cells": out["cells"][out["cells"].lr_rule == rule].reset_index(drop=True),
+            "comparison": comparison[comparison.lr_rule == rule].reset_index(drop=True) if len(comparison)
+            else comparison, "anova": out["anova"].get(rule, {})}
+
+
 def factor_by_batch(out: dict) -> pd.DataFrame:
-    """Per batch size: the ceiling log(2N - 1) and, for each loss run, the final-epoch InfoNCE and its
-    gradient-scale factor 1 - e^(-InfoNCE) (means over seeds, from ``analyze``'s cells)."""
+    """Per learning-rate rule and batch size: the ceiling log(2N - 1) and, for each loss run, the final-epoch
+    InfoNCE and its gradient-scale factor 1 - e^(-InfoNCE) (means over seeds, from ``analyze``'s cells)."""
     cells = out["cells"]
-    wide = cells.pivot(index="batch_size", columns="loss", values=["info_nce_final", "info_nce_factor_final"])
+    wide = cells.pivot(index=["lr_rule", "batch_size"], columns="loss",
+                       values=["info_nce_final", "info_nce_factor_final"])
     wide.columns = [f"{value}_{loss}" for value, loss in wide.columns]
-    return cells.groupby("batch_size")[["info_nce_ceiling"]].first().join(wide).reset_index()
+    table = cells.groupby(["lr_rule", "batch_size"], sort=False)[["info_nce_ceiling"]].first().join(wide)
+    return table.reset_index()
 
 
 def gradient_identity_error(n: int = 8, dim: int = 16, temperature: float = 0.1, seed: int = 0) -> float:
@@ -326,9 +361,10 @@ UNTRAINED_MARGIN = 0.01
 
 
 def untrained_batch_sizes(cells: pd.DataFrame) -> list[int]:
-    """Batch sizes whose InfoNCE runs (every run where there are none) ended with the seed-mean final InfoNCE
-    within ``UNTRAINED_MARGIN`` of its ceiling, relative: at the ceiling the factor 1 - e^(-InfoNCE) is
-    1 - 1/(2N - 1) by arithmetic, and the accuracies compare networks that did not learn."""
+    """Batch sizes of one arm's cells (:func:`arm`) whose InfoNCE runs (every run where there are none) ended
+    with the seed-mean final InfoNCE within ``UNTRAINED_MARGIN`` of its ceiling, relative: at the ceiling the
+    factor 1 - e^(-InfoNCE) is 1 - 1/(2N - 1) by arithmetic, and the accuracies compare networks that did not
+    learn."""
     info = cells[cells.loss == "infonce"] if (cells.loss == "infonce").any() else cells
     near = (info.info_nce_final / info.info_nce_ceiling - 1).abs() < UNTRAINED_MARGIN
     return sorted({int(b) for b in info.batch_size[near]})
@@ -347,50 +383,56 @@ def _untrained_note(untrained: list[int], measured: list[int]) -> str:
 
 def paper_vs_reproduced(out: dict, s: dict, identity_error: float) -> pd.DataFrame:
     """Our number, the paper's, the evidence tag and an honest verdict for every published number.
-    Where InfoNCE ended at its ceiling (:func:`untrained_batch_sizes`) the accuracy verdicts say so first."""
-    rows = []
-    untrained = untrained_batch_sizes(out["cells"])
-    stand_in = s["dataset"] != PAPER_DATASET
-    scale = (f"{s['profile']} profile: {s['dataset']}, width {s['width_multiplier']:g}, {s['epochs']} epochs, "
-             f"lr {lr_formula(s['lr'], s['lr_scaling'])}"
-             + ("; measured on a stand-in, not on CIFAR-10" if stand_in else ""))
 
-    def row(quantity, ours, paper, tag, verdict, *, measured=True):
+    The measured rows come once per learning-rate rule, their quantity starting with the arm's name
+    (:data:`ARM_LABELS`), their verdict naming that arm's rate. Where an arm's InfoNCE ended at its ceiling
+    (:func:`untrained_batch_sizes`) its accuracy verdicts say so first."""
+    rows = []
+    stand_in = s["dataset"] != PAPER_DATASET
+
+    def row(quantity, ours, paper, tag, verdict, *, scale=None):
         rows.append(dict(quantity=quantity, ours=ours, paper=paper, evidence=tag,
-                         verdict=verdict + (f" ({scale})" if measured and verdict != "not measured" else "")))
+                         verdict=verdict + (f" ({scale})" if scale and verdict != "not measured" else "")))
 
     row("per-anchor identity grad FlatNCE = grad InfoNCE / (1 - e^(-InfoNCE))",
         f"max relative deviation {identity_error:.1e} (float64, 16 anchors)", "exact", "[code]",
-        "reproduced (holds to rounding)" if identity_error < 1e-9 else "not reproduced: the identity fails",
-        measured=False)
-    comparison = out["comparison"]
-    if comparison.empty:
-        row("FlatNCE against InfoNCE", "not run: both losses are needed", "", "", "not measured", measured=False)
-    else:
-        note = _untrained_note(untrained, [int(b) for b in comparison.batch_size])
+        "reproduced (holds to rounding)" if identity_error < 1e-9 else "not reproduced: the identity fails")
+    for rule in s["lr_rules"]:
+        here = arm(out, rule)
+        name = f"[{ARM_LABELS[rule]}] "
+        scale = (f"{s['profile']} profile: {s['dataset']}, width {s['width_multiplier']:g}, {s['epochs']} epochs, "
+                 f"lr {lr_formula(LR_RULES[rule], rule)}"
+                 + ("; measured on a stand-in, not on CIFAR-10" if stand_in else ""))
+        comparison = here["comparison"]
+        if comparison.empty:
+            row(name + "FlatNCE against InfoNCE", "not run: both losses are needed", "", "", "not measured")
+        else:
+            note = _untrained_note(untrained_batch_sizes(here["cells"]), [int(b) for b in comparison.batch_size])
 
-        def noted(verdict: str) -> str:
-            return verdict if verdict == "not measured" else note + verdict
-        row("FlatNCE - InfoNCE, linear-probe top-1, per batch size (Welch p)", _format_differences(comparison, "probe"),
-            "> 0 at every batch size on CIFAR-10", "[paper]", noted(_every_batch_verdict(comparison, "probe")))
-        row("FlatNCE - InfoNCE, kNN top-1, per batch size (Welch p)", _format_differences(comparison, "knn"),
-            "> 0 at every batch size on CIFAR-10 (the paper's metric is the linear probe)", "[paper]/[ours]",
-            noted(_every_batch_verdict(comparison, "knn")))
-        quantity, ours, paper, tag, verdict = _small_batch_row(out, comparison)
-        row(quantity, ours, paper, tag, noted(verdict))
+            def noted(verdict: str) -> str:
+                return verdict if verdict == "not measured" else note + verdict  # noqa: B023 (used in this pass)
+            row(name + "FlatNCE - InfoNCE, linear-probe top-1, per batch size (Welch p)",
+                _format_differences(comparison, "probe"), "> 0 at every batch size on CIFAR-10", "[paper]",
+                noted(_every_batch_verdict(comparison, "probe")), scale=scale)
+            row(name + "FlatNCE - InfoNCE, kNN top-1, per batch size (Welch p)", _format_differences(comparison, "knn"),
+                "> 0 at every batch size on CIFAR-10 (the paper's metric is the linear probe)", "[paper]/[ours]",
+                noted(_every_batch_verdict(comparison, "knn")), scale=scale)
+            quantity, ours, paper, tag, verdict = _small_batch_row(here, comparison)
+            row(name + quantity, ours, paper, tag, noted(verdict), scale=scale)
+        quantity, ours, paper, tag, verdict = _mechanism_row(here)
+        row(name + quantity, ours, paper, tag, verdict, scale=scale)
     for epochs, (flat, info) in PUBLISHED_IMAGENET.items():
         row(f"ImageNet linear probe at {epochs} epochs, FlatNCE vs InfoNCE", "not run: no profile trains on ImageNet",
-            f"{flat} vs {info} ({flat - info:+.2f} pts)", "[summary]", "not measured", measured=False)
+            f"{flat} vs {info} ({flat - info:+.2f} pts)", "[summary]", "not measured")
     for target, gain in PUBLISHED_TRANSFER.items():
         row(f"transfer gain of FlatNCE on {target} (ImageNet pre-training)", "not run: no ImageNet pre-training here",
-            f"{gain:+.2f} pts", "[summary]", "not measured", measured=False)
-    row(*_mechanism_row(out))
+            f"{gain:+.2f} pts", "[summary]", "not measured")
     return pd.DataFrame(rows)
 
 
 def _small_batch_row(out: dict, comparison: pd.DataFrame) -> tuple:
     """Is FlatNCE's probe gain largest at the smallest batch? Differences at both ends and the
-    loss x batch-size interaction of the two-way ANOVA."""
+    loss x batch-size interaction of the two-way ANOVA. ``out``: one arm (:func:`arm`)."""
     measured = comparison[np.isfinite(comparison.probe_diff)]
     if len(measured) < 2:
         return ("FlatNCE's gain is largest at small batches", "fewer than 2 batch sizes with both losses",
@@ -417,7 +459,7 @@ def _small_batch_row(out: dict, comparison: pd.DataFrame) -> tuple:
 def _mechanism_row(out: dict) -> tuple:
     """The diagnostic behind the claim: the gradient-scale factor 1 - e^(-InfoNCE) of the final-epoch
     InfoNCE at every batch size (InfoNCE runs where there are any); the verdict compares the smallest
-    batch with the largest."""
+    batch with the largest. ``out``: one arm (:func:`arm`)."""
     cells = out["cells"]
     info = cells[cells.loss == "infonce"] if (cells.loss == "infonce").any() else cells
     if info.batch_size.nunique() < 2:
