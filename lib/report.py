@@ -52,8 +52,8 @@ KINDS = {
 # How the study modules' verdict texts begin (lib/studies/*.py, their paper_vs_reproduced), matched in
 # order on the lower-cased verdict: a more specific start comes before a general one.
 VERDICT_RULES = (
-    # a claim the runs could not test: also runs that did not train (study 5 at FLAT's rate on a CPU)
-    (r"not measured|not run|not tested|skipped|not trainable|not measurable", "not-measured"),
+    # a claim the runs could not test: also where the losses compared train alike (study 5, InfoNCE at its ceiling)
+    (r"not measured|not run|not tested|skipped|not testable|not measurable", "not-measured"),
     (r"direction reproduced, significant", "reproduced"),
     (r"direction reproduced \(lower under clamp\), magnitude close", "reproduced"),  # significant by then
     (r"reproduced|magnitude reproduced|close \(within|consistent:|excludes 1, as published|seen:", "reproduced"),

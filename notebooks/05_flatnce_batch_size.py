@@ -43,7 +43,9 @@
 # - `linear` — FLAT's rule lr = 0.3 × B / 256 [code], the first arm of every profile. It is set for 100
 #   epochs of 50,000 images: at the quick profile (5 epochs of 1,024 images) its runs stayed at chance —
 #   InfoNCE ended within 1% of its ceiling log(2N − 1) — and at the cpu profile its summed step size is
-#   83× below FLAT's. The verdicts then say "not trainable at this scale".
+#   83× below FLAT's. Where InfoNCE ends within 1% of its ceiling, FlatNCE's anchor weights are nearly
+#   uniform and LARS cancels a uniform scale, so the two losses train alike: the verdicts then say "not
+#   testable at this scale" and give what was measured after it.
 # - `sqrt` — lr = 0.6 × √B [ours], the second arm of the quick and cpu profiles: the rate this project ran
 #   before issue 17, which trains in a few epochs (linear-probe top-1 45–48% on the CIFAR-10 subset at the
 #   cpu profile, kNN 30–43% on shapes at the quick profile). SimCLR's published square-root base is 0.075
