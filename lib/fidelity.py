@@ -22,6 +22,7 @@ from lib import params
 from lib.cff import CFFConfig, split_indices
 from lib.data import DATASETS, data_shape, get_dataset, num_classes
 from lib.diagnostics import expected_positive_pair_density
+from lib.optim import lr_formula, scaled_lr
 
 COLUMNS = ("setting", "ours", "original", "source", "evidence", "note")
 ORIGINAL_FILES = ("main_CFF.py", "utils.py", "models/vit.py", "losses.py")  # the files of CFF's code we read
@@ -325,10 +326,6 @@ def _norms_first(configs: Sequence, method: str, test) -> Any:
     return next((c for c in configs if c.method == method and test(c)), None)
 
 
-def _lr_rule(c) -> str:
-    return f"{c.lr:g} × B/256" if c.lr_scaling == "linear" else f"{c.lr:g} ({c.lr_scaling} scaling)"
-
-
 def _norms_model_rows(simclr, simsiam, scale: str) -> list[dict]:
     c = simclr or simsiam
     features = 8 * max(1, round(64 * c.width_multiplier))
@@ -356,7 +353,7 @@ def _norms_model_rows(simclr, simsiam, scale: str) -> list[dict]:
             _row("SimCLR weight decay", f"{simclr.weight_decay:g}, every parameter" if not simclr.exclude_bias_and_norm
                  else f"{simclr.weight_decay:g}, not on biases and norms", "1e-06, every parameter",
                  "simclr_default.yml; training_loop.py (SGD on model.parameters())", "[code]", "set for this run"),
-            _row("SimCLR learning rate", _lr_rule(simclr), "0.3 × B/256",
+            _row("SimCLR learning rate", lr_formula(simclr.lr, simclr.lr_scaling), "0.3 × B / 256",
                  "simclr_default.yml (0.6 at model_comparison.py's batch 512)", "[code]", "set for this run"),
         ]
     if simsiam:
@@ -379,7 +376,7 @@ def _norms_model_rows(simclr, simsiam, scale: str) -> list[dict]:
                  "lib.optim's SGD has no Nesterov option"),
             _row("SimSiam weight decay", f"{simsiam.weight_decay:g}", "0.0005", "simsiam_default.yml", "[code]",
                  "set for this run"),
-            _row("SimSiam learning rate", _lr_rule(simsiam), "0.05 × B/256",
+            _row("SimSiam learning rate", lr_formula(simsiam.lr, simsiam.lr_scaling), "0.05 × B / 256",
                  "simsiam_default.yml (0.2 at the effective batch 1024)", "[code]", "set for this run"),
             _row("SimSiam predictor rate", "the base rate, not scheduled" if simsiam.fixed_predictor_lr
                  else "scheduled with the rest", "the base rate, not scheduled",
@@ -398,7 +395,7 @@ def _norms_model_rows(simclr, simsiam, scale: str) -> list[dict]:
 
 
 def _norms_training_rows(c, grad_scale, settings: dict, scale: str) -> list[dict]:
-    recipe = ("lr 0.05 × B/256, warm-up 19.5% of the epochs")
+    recipe = ("lr 0.05 × B / 256, warm-up 19.5% of the epochs")
     rows = [
         _row("learning rate as applied", "the nominal rate × warm-up and cosine", "learning_rate squared × warm-up and "
              "cosine", "utils.py (get_lr); training_loop.py (LambdaLR)", "[code]", SQUARED),
@@ -414,7 +411,8 @@ def _norms_training_rows(c, grad_scale, settings: dict, scale: str) -> list[dict
              "raw projections of both views (SimCLR), raw predictions (SimSiam)",
              "losses.py (RescaleNorm in nt_xent and symmetric_attractive_loss)", "[code]"),
         _row("SimCLR GradScale recipe",
-             f"lr {_lr_rule(grad_scale)}, warm-up {grad_scale.warmup_epochs / grad_scale.epochs:.1%} of the epochs"
+             f"lr {lr_formula(grad_scale.lr, grad_scale.lr_scaling)}, "
+             f"warm-up {grad_scale.warmup_epochs / grad_scale.epochs:.1%} of the epochs"
              if grad_scale else "not run", recipe,
              "model_comparison.py ('gradscale': learning_rate 0.1 at batch 512, lr_warmup_epochs 100 of 512)", "[code]",
              "grad_scale_recipe='ours': the other runs' rate and warm-up (before issue 17; diverged at cpu scale)"),
@@ -569,7 +567,6 @@ SQRT_ARM_REASON = ("the study's second arm, lr = 0.6 × √B: FLAT's rate is set
 
 def _flat_lr_rows(rule: str, lr: float, batches: list[int]) -> list[dict]:
     """The learning-rate rows of one arm of study 5: its rule and its rate at each batch size, beside FLAT's."""
-    from lib.optim import lr_formula, scaled_lr
     from lib.studies.flatnce_batch import LR_RULES
 
     reason = (SQRT_ARM_REASON if rule == "sqrt" and lr == LR_RULES["sqrt"]
