@@ -11,7 +11,8 @@ L=8, patch 4, two views) as images/s, model FLOPs per image (torch.utils.flop_co
 and the fraction of the matmul rate (measured just before and after each step row, as the
 machine's speed drifts); the library's batched augmentation against torchvision's PIL
 pipeline; the data share of a step; the linear probe's share of a `cpu`-profile run; seeds run
-in parallel processes against one at a time; and, last, the SimCLR training step of studies 4-5
+in parallel processes against one at a time; page faults per re-allocation of a 64 MiB block with
+glibc's malloc settings and with ``keep_freed_memory``; and, last, the SimCLR training step of studies 4-5
 (ResNet-18 with the CIFAR stem, batch 256, two views) at widths 1, 0.5 and 0.25. With
 ``--notebooks PROFILE`` it instead executes every notebook at that profile (into a temporary
 folder) and prints its wall time against the profile's budget (README, Profiles).
@@ -204,6 +205,34 @@ def parallel_seed_scaling(seeds: int, epochs: int, tmp: Path) -> dict:
               progress=False)
     parallel_s = time.perf_counter() - t0
     return dict(seeds=seeds, workers=cores, serial_s=serial_s, parallel_s=parallel_s, speedup=serial_s / parallel_s)
+
+
+_REALLOCATE = """
+import resource, sys, torch
+from lib.ssl import keep_freed_memory
+if sys.argv[1] == "kept" and not keep_freed_memory():
+    sys.exit(3)
+numbers = 64 * 2**20 // 4  # a 64 MiB float32 block: above glibc's largest mmap threshold (32 MiB)
+for _ in range(3):  # the heap grows to its steady size
+    torch.empty(numbers).fill_(1.0)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(10):
+    torch.empty(numbers).fill_(1.0)
+print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 10)
+"""
+
+
+def reallocation_page_faults() -> dict:
+    """Minor page faults per re-allocation of a 64 MiB block (4 KiB pages: 16384 if every page is
+    faulted in again), each in a fresh process: ``default`` with glibc's malloc settings, ``kept``
+    after :func:`lib.ssl.keep_freed_memory` (NaN where the C library is not glibc). What the kernel
+    counts depends on the machine (transparent huge pages, the allocator), so this is a benchmark row,
+    not a test; the test checks that the setting is applied (tests/test_ssl.py)."""
+    def faults(mode: str) -> float:
+        run = subprocess.run([sys.executable, "-c", _REALLOCATE, mode], capture_output=True, text=True, timeout=300,
+                             cwd=Path(__file__).resolve().parents[1])
+        return float(run.stdout) if run.returncode == 0 else float("nan")
+    return {"default": faults("default"), "kept": faults("kept")}
 
 
 SIMCLR_WIDTHS = (1.0, 0.5, 0.25)
@@ -423,6 +452,10 @@ def main(argv: list[str] | None = None) -> int:
           f"{seeds['speedup']:.2f}x one single-threaded process at a time "
           f"({seeds['speedup'] / seeds['workers']:.0%} of ideal)", flush=True)
 
+    faults = reallocation_page_faults()
+    print(f"allocator: page faults per 64 MiB re-allocation: {faults['default']:.0f} with glibc's defaults, "
+          f"{faults['kept']:.0f} after keep_freed_memory (what training runs with)", flush=True)
+
     # Last, on purpose: see simclr_width_rates.
     simclr = simclr_width_rates(ds.x_train, repeat=1 if args.quick else 3)
     for r in simclr:
@@ -439,6 +472,7 @@ def main(argv: list[str] | None = None) -> int:
         data_share_of_step=step_rows[0]["data_share"],
         probe_share_of_run=probe["probe_share"],
         parallel_seed_scaling=seeds["speedup"] / seeds["workers"],
+        page_faults_per_reallocation_kept=faults["kept"],
         simclr_step_fraction_of_matmul=simclr[0]["gflops"] / simclr[0]["matmul_gflops"],
     )
     if args.json:

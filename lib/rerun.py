@@ -6,7 +6,11 @@
 
 The run's metrics are printed as JSON; nothing is written to the results store. For the numbers to
 match, check out the record's ``environment.git_commit`` first (a record with ``git_dirty`` true was
-made from uncommitted code). ``--data-root`` is a property of the machine, not of the run.
+made from uncommitted code). Given a record, it first prints (on stderr) the machine the record was
+made on beside this one, and the agreement to expect: bit for bit only where the numerics agree (CPU
+model and capability, kernel variables, BLAS, oneDNN, torch, numpy, threads:
+``lib.results.NUMERICS_KEYS``); elsewhere float32 kernels round differently and training carries that
+further (docs/notes/portability.md). ``--data-root`` is a property of the machine, not of the run.
 ``--check`` trains nothing: it builds the run's typed config (``lib.config.build``) and loads the data
 it names, so that it shows in seconds whether the record would re-run here.
 """
@@ -20,6 +24,7 @@ import sys
 from typing import Callable
 
 from lib.config import as_dict, build, call
+from lib.results import NUMERICS_KEYS, environment, numerics_differences
 
 
 def train_function_name(train_fn: Callable) -> str:
@@ -51,6 +56,34 @@ def check(train_fn: Callable, config: dict, data_root: str | None = None) -> str
     return f"ok: {train_function_name(train_fn)}({type(typed).__name__}); data {data}"
 
 
+def expected_agreement(recorded: dict, here: dict) -> str:
+    """The record's machine beside this one (``recorded`` and ``here``: ``lib.results.environment()``
+    dicts), one key a line, and a last line saying what agreement a re-run here can be expected to show."""
+    width = max(map(len, NUMERICS_KEYS))
+    lines = [f"{'':{width}}  {'recorded':<28}  here"]
+    for key in NUMERICS_KEYS:
+        mark = "" if recorded.get(key) == here.get(key) else "   <- differs"
+        lines.append(f"{key:{width}}  {str(recorded.get(key, 'not recorded')):<28}  {here.get(key)}{mark}")
+    unrecorded = [key for key in NUMERICS_KEYS if key not in recorded]
+    differences = numerics_differences(recorded, here, keys=[key for key in NUMERICS_KEYS if key in recorded])
+    if differences:
+        lines.append(f"expect: not bit for bit ({len(differences)} numerics differ). float32 kernels round differently "
+                     "here; a stable run agrees to about 1e-4 relative, a short or chaotic one (few steps, near "
+                     "chance) can move as far as a change of seed: compare with the spread of the record's seeds, "
+                     "not with its single numbers (docs/notes/portability.md).")
+    elif unrecorded:
+        lines.append(f"expect: not known; the record predates {', '.join(unrecorded)}. Where those agree, bit for "
+                     f"bit at the record's commit {recorded.get('git_commit')}; where they differ, as far as float32 "
+                     "rounding carries a run (docs/notes/portability.md).")
+    elif recorded.get("git_dirty") or recorded.get("git_commit") != here.get("git_commit"):
+        lines.append(f"expect: bit for bit at the record's commit {recorded.get('git_commit')}"
+                     f"{' (made from uncommitted changes: not guaranteed)' if recorded.get('git_dirty') else ''}; "
+                     f"this tree is at {here.get('git_commit')}{' with changes' if here.get('git_dirty') else ''}.")
+    else:
+        lines.append("expect: bit for bit (the same numerics and the record's commit).")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("record", nargs="?", help="a run record (JSON); its train function and config are used")
@@ -64,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         train, config = record["extra"].get("train"), record["config"]
         if train is None:
             parser.error(f"{args.record} names no train function (recorded before provenance was kept)")
+        print(expected_agreement(record["environment"], environment()), file=sys.stderr)
     elif args.train and args.config:
         train, config = args.train, json.loads(args.config)
     else:

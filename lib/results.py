@@ -48,7 +48,9 @@ Record schema (``SCHEMA_VERSION = 2``), one JSON object, keys sorted, indented b
     metrics         object  scalars and curves: lists, nested objects of lists / scalars
     error           str|null  traceback / message for "failed" (may be set for others)
     environment     object  environment(): git_commit, git_dirty, python, torch, torchvision,
-                            numpy, platform, hostname, device, torch_threads
+                            numpy, platform, hostname, device, torch_threads, and the hardware
+                            (``hardware()``): cpu_model, cpu_capability, cpu_count, blas, onednn,
+                            kernel_env, cuda
     timings         object  e.g. started_at (ISO-8601 UTC, see ``utc_now``), wall_s, train_s,
                             eval_s -- free-form, numbers or strings
     extra           object  free-form additions (``{}`` when not given); the sweep writes ``train``
@@ -94,6 +96,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import errno
+import functools
 import hashlib
 import json
 import math
@@ -263,6 +266,71 @@ def _version(dist: str) -> str | None:
         return None
 
 
+def _cpu_model() -> str:
+    """The CPU's model name: /proc/cpuinfo's first ``model name`` on Linux, else what ``platform`` says."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return _platform.processor() or _platform.machine() or "unknown"
+
+
+# Environment variables that steer which kernels the BLAS and oneDNN inside torch dispatch to (torch's own
+# kernels follow ATEN_CPU_CAPABILITY, which shows in cpu_capability).
+KERNEL_ENV_VARS = ("MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR", "MKL_DEBUG_CPU_TYPE", "DNNL_MAX_CPU_ISA",
+                   "ONEDNN_MAX_CPU_ISA", "DNNL_DEFAULT_FPMATH_MODE", "ONEDNN_DEFAULT_FPMATH_MODE")
+
+
+@functools.lru_cache(maxsize=1)  # fixed for the life of a process (ATEN_CPU_CAPABILITY is read at start)
+def hardware() -> dict:
+    """What made a run's numbers, below the code: the machine and the kernels torch dispatches to.
+
+    cpu_model (e.g. "AMD EPYC"); cpu_capability: the instruction set of torch's own CPU kernels
+    ("DEFAULT", "AVX2", "AVX512", ...; the environment variable ``ATEN_CPU_CAPABILITY`` can lower it);
+    cpu_count; blas and onednn: the BLAS library and oneDNN version torch was built with (read from
+    ``torch.__config__.show()``; None where not stated); kernel_env: those of :data:`KERNEL_ENV_VARS`
+    that are set; cuda: the CUDA version torch was built with where a GPU is present, else None.
+    float32 kernels for different instruction sets sum in different orders, so runs of one config agree
+    bit for bit only where these agree (:func:`numerics_differences`).
+    """
+    kernel_env = {name: os.environ[name] for name in KERNEL_ENV_VARS if name in os.environ}
+    try:
+        import torch
+    except ImportError:
+        return {"cpu_model": _cpu_model(), "cpu_capability": None, "cpu_count": os.cpu_count(),
+                "blas": None, "onednn": None, "kernel_env": kernel_env, "cuda": None}
+    config = torch.__config__.show()
+    blas = re.search(r"BLAS_INFO=(\w+)", config)
+    mkl = re.search(r"Math Kernel Library Version ([\w.]+)", config)
+    onednn = re.search(r"(?:MKL-DNN|oneDNN) v([\w.]+)", config)
+    return {
+        "cpu_model": _cpu_model(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "cpu_count": os.cpu_count(),
+        "blas": " ".join(filter(None, [blas and blas.group(1), mkl and mkl.group(1)])) or None,
+        "onednn": onednn.group(1) if onednn else None,
+        "kernel_env": kernel_env,
+        "cuda": torch.version.cuda if torch.cuda.is_available() else None,
+    }
+
+
+# The environment keys that decide whether two runs of one config can give bit-identical numbers.
+NUMERICS_KEYS = ("device", "cuda", "cpu_model", "cpu_capability", "kernel_env", "blas", "onednn", "torch", "numpy",
+                 "torch_threads")
+
+
+def numerics_differences(recorded: dict, here: dict, keys: Iterable[str] = NUMERICS_KEYS) -> list[str]:
+    """How two environments differ in what changes float results in the last bits, one line per key
+    (``"cpu_capability: AVX512 (recorded) vs AVX2 (here)"``); empty where bit-identity can be expected.
+    A key a record lacks (written before it was kept) counts as a difference: nothing says it agrees."""
+    def shown(value):
+        return "not recorded" if value is None else value
+    return [f"{key}: {shown(recorded.get(key))} (recorded) vs {shown(here.get(key))} (here)"
+            for key in keys if recorded.get(key) != here.get(key)]
+
+
 def environment(exclude: Iterable[os.PathLike | str] = ()) -> dict:
     """Where the run happened.
 
@@ -270,7 +338,8 @@ def environment(exclude: Iterable[os.PathLike | str] = ()) -> dict:
     first commit); git_dirty: tracked changes or untracked non-ignored files (False without
     git), ignoring the paths in ``exclude`` (the store passes its own root so its outputs do
     not mark the tree dirty); python, torch, torchvision, numpy versions (None if missing);
-    platform; hostname; device ("cpu" or the CUDA device name); torch_threads.
+    platform; hostname; device ("cpu" or the CUDA device name); torch_threads; and
+    :func:`hardware`'s keys (CPU model and capability, BLAS, oneDNN, kernel variables, CUDA).
     """
     commit, dirty = _git_state(exclude)
     try:
@@ -296,6 +365,7 @@ def environment(exclude: Iterable[os.PathLike | str] = ()) -> dict:
         "hostname": socket.gethostname(),
         "device": device,
         "torch_threads": threads,
+        **hardware(),
     }
 
 

@@ -1,4 +1,5 @@
 """Shared test fixtures: the tiny CFF config every training test uses."""
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,3 +14,12 @@ TINY_CFF = dict(dataset="shapes", dataset_options={"num_classes": 6, "difficulty
 @pytest.fixture
 def tiny_cff():
     return dict(TINY_CFF)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Say which comparison the golden test made: exact, or within tolerance and why (tests/golden)."""
+    golden = sys.modules.get("tests.test_golden")
+    ran = any("test_golden.py::test_metrics_match" in getattr(report, "nodeid", "")
+              for reports in terminalreporter.stats.values() for report in reports)
+    if golden is not None and ran:
+        terminalreporter.write_line(f"golden metrics: {golden.COMPARISON}")

@@ -35,3 +35,23 @@ def test_every_shipped_record_builds_and_finds_its_data(record, capsys):
     out = capsys.readouterr().out
     assert out.startswith(f"ok: {json.loads(record.read_text())['extra']['train']}(")
     assert all(name in out for name in names)  # (study 6's simulations name generated data, not a dataset)
+
+
+def test_a_record_shows_its_machine_beside_this_one_and_the_agreement_to_expect():
+    """Planted environments: the same numerics and commit -> bit for bit; another commit -> bit for bit
+    there; another CPU capability -> not bit for bit, the row marked; a record without the hardware keys
+    -> not known, naming them."""
+    from lib.results import NUMERICS_KEYS
+
+    here = {key: f"{key}-here" for key in NUMERICS_KEYS} | {"git_commit": "a" * 40, "git_dirty": False}
+    assert rerun.expected_agreement(dict(here), here).endswith("expect: bit for bit (the same numerics and the "
+                                                                "record's commit).")
+    moved = rerun.expected_agreement(dict(here, git_commit="b" * 40), here)
+    assert f"bit for bit at the record's commit {'b' * 40}" in moved.splitlines()[-1]
+    other = rerun.expected_agreement(dict(here, cpu_capability="AVX512"), here).splitlines()
+    assert [line for line in other if "<- differs" in line] == [
+        next(line for line in other if line.startswith("cpu_capability"))]
+    assert other[-1].startswith("expect: not bit for bit (1 numerics differ)")
+    old = {key: value for key, value in here.items() if key not in ("cpu_model", "cpu_capability")}
+    assert rerun.expected_agreement(old, here).splitlines()[-1].startswith(
+        "expect: not known; the record predates cpu_model, cpu_capability.")

@@ -366,11 +366,50 @@ def test_table_of_empty_store_has_fixed_columns(store):
 def test_environment_fields():
     env = R.environment()
     assert set(env) == {"git_commit", "git_dirty", "python", "torch", "torchvision", "numpy",
-                        "platform", "hostname", "device", "torch_threads"}
+                        "platform", "hostname", "device", "torch_threads",
+                        "cpu_model", "cpu_capability", "cpu_count", "blas", "onednn", "kernel_env", "cuda"}
     assert isinstance(env["git_dirty"], bool)
     assert env["git_commit"] == "unknown" or len(env["git_commit"]) == 40
     import torch  # the device is the CUDA device's name when there is one, else "cpu"
     assert env["device"] == (torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu")
+
+
+def test_environment_names_the_hardware_and_the_kernels_torch_runs():
+    import os
+
+    import torch
+    env = R.environment()
+    assert env["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert env["cpu_count"] == os.cpu_count() and isinstance(env["cpu_model"], str) and env["cpu_model"]
+    assert env["cuda"] == (torch.version.cuda if torch.cuda.is_available() else None)
+    config = torch.__config__.show()
+    assert (env["onednn"] is None) == ("MKL-DNN v" not in config and "oneDNN v" not in config)
+    if env["onednn"] is not None:
+        assert f"v{env['onednn']}" in config
+    assert env["kernel_env"] == {k: os.environ[k] for k in R.KERNEL_ENV_VARS if k in os.environ}
+
+
+def test_a_kernel_variable_or_a_lower_capability_shows_in_a_fresh_process():
+    """ATEN_CPU_CAPABILITY lowers torch's kernels and a BLAS variable is recorded: both are in the
+    environment of a process started under them (both are read when the process starts)."""
+    import subprocess
+    import sys
+    code = "import json; from lib.results import hardware; print(json.dumps(hardware()))"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True,
+                         env=dict(__import__("os").environ, ATEN_CPU_CAPABILITY="default", MKL_CBWR="COMPATIBLE"))
+    there = json.loads(run.stdout)
+    assert there["cpu_capability"] == "DEFAULT" and there["kernel_env"].get("MKL_CBWR") == "COMPATIBLE"
+    assert any("cpu_capability" in line for line in R.numerics_differences(there, R.hardware()))
+
+
+def test_numerics_differences_name_each_differing_key_and_nothing_else():
+    here = {"cpu_capability": "AVX2", "torch": "2.14.1", "numpy": "2.4.6", "torch_threads": 2}
+    assert R.numerics_differences(dict(here), here, keys=here) == []
+    there = dict(here, cpu_capability="AVX512", torch_threads=1)
+    assert R.numerics_differences(there, here, keys=here) == ["cpu_capability: AVX512 (recorded) vs AVX2 (here)",
+                                                            "torch_threads: 1 (recorded) vs 2 (here)"]
+    assert R.numerics_differences({"torch": "2.14.1"}, here, keys=["numpy"]) == [
+        "numpy: not recorded (recorded) vs 2.4.6 (here)"]
 
 
 def test_environment_without_git(monkeypatch):
