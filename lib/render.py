@@ -33,6 +33,7 @@ from nbconvert import HTMLExporter
 from lib import PROJECT_ROOT
 
 FINDINGS = "findings"  # the tag of the cells moved under the title in the reader's copies
+COVERAGE = "coverage"  # the tag of the banner saying a render's tables are not today's plan (lib.coverage)
 REPORT_SUFFIX = "_report"  # <notebook>_<profile>_report.html: the copy without input cells
 INJECTED_ID = "injected-parameters"  # papermill gives its injected cell a random id; the tag it has is stable
 TIMINGS = ("start_time", "end_time", "duration")  # papermill's, in the notebook's and each cell's metadata
@@ -134,12 +135,13 @@ def renumber_widgets(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 def findings_first(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """The reader's order: the cells tagged ``findings`` moved under the title, the first line of the first
-    (markdown) cell; the rest of that cell follows them."""
-    findings = [c for c in nb.cells if FINDINGS in c.metadata.get("tags", [])]
+    (markdown) cell, with a ``coverage`` banner (:func:`stamp`) before them; the rest of that cell follows."""
+    findings = [c for c in nb.cells if {FINDINGS, COVERAGE} & set(c.metadata.get("tags", []))]
+    findings.sort(key=lambda c: COVERAGE not in c.metadata.get("tags", []))  # the banner before the findings
     if not findings:
         return nb
     nb = copy.deepcopy(nb)
-    rest = [c for c in nb.cells if FINDINGS not in c.metadata.get("tags", [])]
+    rest = [c for c in nb.cells if not {FINDINGS, COVERAGE} & set(c.metadata.get("tags", []))]
     title, intro = rest[0], rest[1:]
     if title.cell_type == "markdown" and "\n" in title.source.strip():
         heading, body = title.source.split("\n", 1)
@@ -153,6 +155,27 @@ def to_html(nb: nbformat.NotebookNode, title: str, *, exclude_input: bool = Fals
     exporter = HTMLExporter(exclude_input=exclude_input, exclude_input_prompt=exclude_input)
     html, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
     return html.replace("</head>", FINDINGS_CSS + "</head>", 1)
+
+
+def stamp(rendered: Path, banner: str | None) -> list[Path]:
+    """Put ``banner`` at the top of the shipped render ``rendered`` (``<notebook>_<profile>.ipynb``), or take
+    an earlier one out (None), and write its two HTML copies again; no cell is executed. The files are
+    rewritten only where their bytes change; returns those that changed."""
+    nb = nbformat.read(rendered, as_version=4)
+    nb.cells = [c for c in nb.cells if COVERAGE not in c.metadata.get("tags", [])]
+    if banner:
+        cell = nbformat.v4.new_markdown_cell(f"> **{banner}**", id="coverage-banner")
+        cell.metadata["tags"] = [COVERAGE]
+        nb.cells.insert(1, cell)
+    reader = findings_first(nb)
+    texts = {rendered: nbformat.writes(nb) + "\n",
+             rendered.with_suffix(".html"): to_html(reader, rendered.stem),
+             rendered.with_name(f"{rendered.stem}{REPORT_SUFFIX}.html"): to_html(reader, rendered.stem,
+                                                                                 exclude_input=True)}
+    changed = [path for path, text in texts.items() if not path.exists() or path.read_text(encoding="utf-8") != text]
+    for path in changed:
+        path.write_text(texts[path], encoding="utf-8")
+    return changed
 
 
 def write_renders(executed: Path, target: Path) -> list[Path]:

@@ -32,6 +32,8 @@ import nbformat
 import pandas as pd
 
 from lib import PROJECT_ROOT
+from lib.coverage import coverage
+from lib.render import stamp
 from lib.results import VARIANTS_DIR, atomic_write_text
 from lib.studies import STUDIES
 
@@ -88,6 +90,8 @@ table.summary { width: 100%; font-size: 0.85rem; } .summary td.study { white-spa
 .badge.reproduced { background: #1a7f37; color: #fff; } .badge.direction { background: #f2c744; color: #222; }
 .badge.not-reproduced { background: #c62828; color: #fff; } .badge.not-measured { background: #d5d8dc; color: #222; }
 .badge.note { background: #dbe9f6; color: #1b3a57; }
+.stale { background: #fff4e5; border-left: 4px solid #e67e22; padding: 0.25rem 0.5rem; margin: 0.2rem 0 0.4rem;
+  font-size: 0.85rem; }
 .badge.other { background: #fff; color: #6a1b9a; border-color: #6a1b9a; }
 tr.reproduced td.verdict { border-left: 5px solid #1a7f37; } tr.direction td.verdict { border-left: 5px solid #f2c744; }
 tr.not-reproduced td.verdict { border-left: 5px solid #c62828; }
@@ -229,9 +233,13 @@ def badges(frame: pd.DataFrame) -> str:
 
 
 def headline(frame: pd.DataFrame, module) -> str:
-    """The study's headline finding: the row its module names (``HEADLINE``), else the table's first row."""
+    """The study's headline finding: the row its module names (``HEADLINE``). A table without that row (one
+    written before the row existed) gets no badge: a badge never comes from another row."""
     named = frame[frame.quantity.str.startswith(module.HEADLINE)] if module is not None else frame.iloc[:0]
-    row = (named if len(named) else frame).iloc[0]
+    if not len(named):
+        return (f'<span class="meta">this table has no headline row'
+                f'{f" ({html.escape(module.HEADLINE)})" if module is not None else ""}</span>')
+    row = named.iloc[0]
     return (f'<span class="badge {row.kind}" title="{html.escape(row.verdict)}">{KINDS[row.kind]}</span> '
             f"{html.escape(row.quantity)}: <b>{html.escape(row.ours)}</b> (paper: {html.escape(row.paper)})")
 
@@ -256,11 +264,15 @@ def summary(results: Path, found: list[tuple[str, str, Path]]) -> str:
         module = study_module(study)
         frame = verdicts(results, study, shown)
         also = "".join(f' · also <a href="#{study}_{p}">{p}</a>' for p in others)
+        stale = coverage(study, shown, results).short() if module is not None else None
+        stale = f'<div class="stale">{html.escape(stale)}</div>' if stale else ""
+
         rows.append(
             f'<tr class="study" id="summary-{study}"><td class="study"><a href="#{study}_{shown}">'
             f'{html.escape(title(study))}</a><div class="meta">{shown}{also}</div></td>'
             f'<td class="q">{html.escape(module.QUESTION) if module is not None else ""}</td>'
-            f'<td class="finding">{headline(frame, module) if frame is not None and len(frame) else "no verdicts"}</td>'
+            f'<td class="finding">{stale}'
+            f'{headline(frame, module) if frame is not None and len(frame) else "no verdicts"}</td>'
             f'<td class="verdicts">{badges(frame) if frame is not None else ""}</td></tr>')
     return ('<table class="summary"><tr><th>study</th><th class="q">question</th><th class="finding">headline finding '
             '(ours, and the paper\'s)</th><th class="verdicts">verdicts</th></tr>' + "".join(rows) + "</table>")
@@ -294,6 +306,10 @@ def section(results: Path, page_dir: Path, study: str, profile: str, notebook: P
     module = study_module(study)
     parts = [f'<h2 id="{study}_{profile}">{html.escape(title(study))} · {profile}</h2>',
              f'<p class="meta">{" · ".join(facts)} · {" · ".join(links)}</p>']
+    banner = coverage(study, profile, results).banner() if module is not None else None
+    if banner:
+        parts.append(f'<p class="stale"><b>{html.escape(banner.split(";")[0])}</b>;'
+                     f'{html.escape(banner.split(";", 1)[1])}</p>')
     if module is not None:
         parts.append(f"<p><b>Question.</b> {html.escape(module.QUESTION)}</p>")
     if frame is not None:
@@ -304,13 +320,25 @@ def section(results: Path, page_dir: Path, study: str, profile: str, notebook: P
     return "\n".join(parts)
 
 
+def stamp_renders(results: Path) -> list[Path]:
+    """Give every rendered notebook under ``results`` its coverage banner (``lib.coverage``: the re-run's
+    progress while its tables are not today's plan), or take a banner out once they are; returns the files
+    that changed (none where the banners are already right)."""
+    return [path for study, profile, notebook in rendered_notebooks(results) if study_module(study) is not None
+            for path in stamp(notebook, coverage(study, profile, results).banner())]
+
+
 def write_index(results_dir: str | Path = "results", output_dir: str | Path | None = None) -> Path:
     """Render ``<output_dir>/index.html`` and its figures (``output_dir`` defaults to the results folder)
-    from what the notebooks wrote under ``results_dir``; return the page's path."""
+    from what the notebooks wrote under ``results_dir``; return the page's path. Written into the results
+    folder itself, the page comes with the renders' coverage banners (:func:`stamp_renders`); written
+    elsewhere, nothing under ``results_dir`` changes."""
     results = Path(results_dir)
     if not results.is_absolute():
         results = PROJECT_ROOT / results
     page_dir = Path(output_dir).resolve() if output_dir is not None else results
+    if output_dir is None:
+        stamp_renders(results)
     found = rendered_notebooks(results)
     body = "\n".join(section(results, page_dir, s, p, nb) for s, p, nb in found) or "<p>No rendered notebooks yet.</p>"
     variants = variants_section(results, page_dir)

@@ -1,0 +1,196 @@
+"""How much of a profile's plan is recorded, and whether its shipped tables are today's.
+
+    python -m lib.coverage                  # every study's cpu profile: one line each
+    python -m lib.coverage --profile quick
+    python -m lib.coverage --readme         # rewrite the README's block of these lines
+
+A profile's *plan* is the runs its notebook's defaults imply today (``lib.notebook.resolve_command`` and the
+study's ``plan``; no data are loaded). Its *tables* are what the last render wrote,
+``results/tables/<study>_<profile>.csv``, one row per run it analysed. The two part when the settings
+change: until every planned run is recorded and the notebook is rendered again, the shipped tables come
+from *superseded* runs. :func:`coverage` says how far the re-run got and what changed; :meth:`Coverage.banner`
+is the sentence the report, the rendered notebook and the README show (none once the tables are today's).
+
+A study whose plan depends on the data found (``check_data``: study 2 leaves out a dataset that is not
+there) is planned over the datasets its records show were there: no records, no such narrowing.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from lib import PROJECT_ROOT
+from lib.config import as_dict
+from lib.notebook import resolve_command
+from lib.results import FINISHED_STATUSES, ResultsStore
+from lib.studies import STUDIES, Study, find_study
+
+README = PROJECT_ROOT / "README.md"
+README_BEGIN = "<!-- coverage: begin (python -m lib.coverage --readme) -->"
+README_END = "<!-- coverage: end -->"
+SHOWN_CHANGES = 5  # settings named in a banner; more are counted
+
+
+@dataclass
+class Coverage:
+    """A profile's plan against its records and its shipped tables."""
+
+    study: str
+    profile: str
+    planned: int  # run ids in today's plan
+    recorded: int  # of them, with a finished record
+    tabled: int  # runs in the shipped run table (0: none written)
+    tabled_in_plan: int  # of them, in today's plan
+    table_commits: list[tuple[str, int]] = field(default_factory=list)  # (commit, runs) of the table's runs
+    changes: list[str] = field(default_factory=list)  # "batch_size 256 → 512", superseded against planned
+
+    @property
+    def complete(self) -> bool:
+        return self.recorded == self.planned
+
+    @property
+    def current(self) -> bool:
+        """The shipped tables analyse exactly today's plan, every run of it recorded."""
+        return self.complete and self.tabled == self.tabled_in_plan == self.planned
+
+    def short(self) -> str | None:
+        """The banner in a few words (the report's summary row); None once the tables are today's."""
+        if self.current:
+            return None
+        return (f"{self.profile} re-run: {self.recorded} of {self.planned} runs at today's settings; "
+                + ("tables from superseded settings" if self.tabled else "no tables yet"))
+
+    def banner(self) -> str | None:
+        """The sentence shipped tables carry while they are not today's; None once they are."""
+        if self.current:
+            return None
+        progress = (f"{self.profile} re-run in progress: {self.recorded} of {self.planned} runs at today's settings"
+                    if not self.complete else
+                    f"{self.profile} re-run recorded ({self.planned} of {self.planned} runs at today's settings), "
+                    "not yet rendered")
+        if not self.tabled:
+            return f"{progress}; no {self.profile} tables shipped yet."
+        if self.tabled_in_plan == self.tabled:
+            return f"{progress}; its shipped tables hold {self.tabled} of them."
+        commits = ("commits " if len(self.table_commits) > 1 else "commit ") + ", ".join(
+            f"{commit} ({runs} runs)" for commit, runs in self.table_commits)
+        what = "; ".join(self.changes[:SHOWN_CHANGES]) or "the same settings, other run ids"
+        if len(self.changes) > SHOWN_CHANGES:
+            what += f"; and {len(self.changes) - SHOWN_CHANGES} more"
+        return f"{progress}; its shipped tables come from superseded settings ({commits}): {what}."
+
+
+def planned_configs(study: Study, profile: str, datasets: set[str] | None = None) -> list[dict]:
+    """The run configs of ``study``'s notebook defaults at ``profile`` (no data loaded); with ``datasets``,
+    those of a study that narrows its plan to the data found (``check_data``) kept to these datasets."""
+    settings, _ = resolve_command(study, profile=profile, parameters={})
+    configs = list(study.module.plan(settings))
+    if study.check_data is not None and datasets is not None:
+        configs = [c for c in configs if as_dict(c).get("dataset") in datasets]
+    return configs
+
+
+def _shown(value) -> str:
+    """A config value as a banner shows it: JSON for lists and dicts, cut at 40 characters."""
+    text = "(absent)" if value is _ABSENT else json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) \
+        else str(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _order(shown: str):
+    """Numbers in numeric order, before text."""
+    try:
+        return (0, float(shown), "")
+    except ValueError:
+        return (1, 0.0, shown)
+
+
+_ABSENT = object()
+
+
+def setting_changes(old: list[dict], new: list[dict]) -> list[str]:
+    """``"key old → new"`` for each config key whose values differ between the ``old`` runs and the ``new``
+    ones (the seed left out; a key with several values shows up to three of them), sorted by key."""
+    def values(configs: list[dict], key: str) -> list[str]:
+        return sorted({_shown(c.get(key, _ABSENT)) for c in configs}, key=_order)
+
+    def listed(shown: list[str]) -> str:
+        return ", ".join(shown[:3]) + (f" (+{len(shown) - 3})" if len(shown) > 3 else "")
+
+    changes = []
+    for key in sorted({k for c in old + new for k in c} - {"seed"}):
+        was, now = values(old, key), values(new, key)
+        if was != now:
+            changes.append(f"{key} {listed(was)} → {listed(now)}")
+    return changes
+
+
+def coverage(study: str | Study, profile: str = "cpu", results_dir: str | Path = "results") -> Coverage:
+    """How much of ``study``'s plan at ``profile`` is recorded under ``results_dir``, and what its shipped
+    run table holds (:class:`Coverage`)."""
+    study = study if isinstance(study, Study) else find_study(study)
+    results = Path(results_dir) if Path(results_dir).is_absolute() else PROJECT_ROOT / results_dir
+    store = ResultsStore(results, study.name, profile)
+    records = {r["run_id"]: r for r in store.records()}
+    datasets = {r["config"].get("dataset") for r in records.values()} or None
+    planned = {store.run_id(c): as_dict(c) for c in planned_configs(study, profile, datasets)}
+    recorded = sum(1 for run_id in planned if records.get(run_id, {}).get("status") in FINISHED_STATUSES)
+    table_path = results / "tables" / f"{study.name}_{profile}.csv"
+    tabled: list[str] = []
+    commits: list[tuple[str, int]] = []
+    if table_path.exists():
+        table = pd.read_csv(table_path, dtype=str)
+        tabled = list(table["run_id"])
+        if "git_commit" in table:
+            counts = table["git_commit"].fillna("unknown").str[:10].value_counts()
+            commits = sorted(((c, int(n)) for c, n in counts.items()), key=lambda cn: (-cn[1], cn[0]))
+    superseded = [records[run_id]["config"] for run_id in tabled if run_id not in planned and run_id in records]
+    return Coverage(study.name, profile, planned=len(planned), recorded=recorded, tabled=len(tabled),
+                    tabled_in_plan=sum(run_id in planned for run_id in tabled), table_commits=commits,
+                    changes=setting_changes(superseded, list(planned.values())) if superseded else [])
+
+
+def readme_lines(profile: str = "cpu", results_dir: str | Path = "results") -> list[str]:
+    """One README line per study: its banner, or that its shipped tables are today's plan."""
+    lines = []
+    for study in STUDIES.values():
+        c = coverage(study, profile, results_dir)
+        lines.append(f"- `{study.notebook}`: " + (c.banner() or f"{profile} tables at today's settings "
+                                                              f"({c.planned} runs)."))
+    return lines
+
+
+def readme_block(text: str) -> str:
+    """The README's coverage block (between its markers), or "" where it has none."""
+    match = re.search(re.escape(README_BEGIN) + r"\n(.*?)" + re.escape(README_END), text, flags=re.S)
+    return match.group(1) if match else ""
+
+
+def write_readme(profile: str = "cpu") -> None:
+    text = README.read_text(encoding="utf-8")
+    if README_BEGIN not in text:
+        raise SystemExit(f"README.md has no {README_BEGIN!r} marker")
+    new = "\n".join(readme_lines(profile)) + "\n"
+    README.write_text(text.replace(readme_block(text), new, 1) if readme_block(text) else
+                      text.replace(README_BEGIN + "\n", README_BEGIN + "\n" + new, 1), encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--profile", default="cpu")
+    parser.add_argument("--readme", action="store_true", help="rewrite the README's coverage block")
+    args = parser.parse_args(argv)
+    if args.readme:
+        write_readme(args.profile)
+    print("\n".join(readme_lines(args.profile)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

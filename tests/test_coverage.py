@@ -1,0 +1,150 @@
+"""lib.coverage: how much of a profile's plan is recorded, and whether its shipped tables are today's, from a
+planted store (study 5's cpu plan: 24 runs) — counts, the banner's words, the report, the stamped render —
+and the README's list against the shipped records."""
+import json
+import shutil
+
+import nbformat
+import pandas as pd
+import pytest
+
+from lib import PROJECT_ROOT, coverage
+from lib.config import as_dict
+from lib.render import COVERAGE, stamp
+from lib.report import stamp_renders, write_index
+from lib.results import ResultsStore
+from lib.studies import STUDIES
+
+STUDY = STUDIES["05"]
+SHIPPED = PROJECT_ROOT / "results"
+
+
+def planted(tmp_path, *, recorded: int, superseded: int, tabled: str):
+    """A results folder with ``recorded`` of study 5's planned cpu runs finished, ``superseded`` runs of an
+    older setting (a BatchNorm projector), and a run table of the ``tabled`` ones ("old", "new" or "none")."""
+    store = ResultsStore(tmp_path, STUDY.name, "cpu")
+    plan = [as_dict(c) for c in coverage.planned_configs(STUDY, "cpu")]
+    assert len({store.run_id(c) for c in plan}) == 24
+    new = plan[:recorded]
+    old = [dict(c, projector_bn=True) for c in plan[:superseded]]
+    for config in new + old:
+        store.write(config, seed=config["seed"], dataset=config["dataset"], status="ok", metrics={"knn_top1": 0.5},
+                    timings={"wall_s": 1.0})
+    (tmp_path / "tables").mkdir(exist_ok=True)
+    rows = {"old": old, "new": new, "none": []}[tabled]
+    if rows:
+        pd.DataFrame({"run_id": [store.run_id(c) for c in rows], "status": "ok", "dataset": "cifar10",
+                      "git_commit": "abcdef1234567890", "git_dirty": False}
+                     ).to_csv(tmp_path / "tables" / f"{STUDY.name}_cpu.csv", index=False)
+    return tmp_path
+
+
+def test_a_partial_store_is_counted_and_its_banner_names_progress_commit_and_change(tmp_path):
+    c = coverage.coverage(STUDY, "cpu", planted(tmp_path, recorded=7, superseded=20, tabled="old"))
+    assert (c.planned, c.recorded, c.tabled, c.tabled_in_plan) == (24, 7, 20, 0)
+    assert not c.complete and not c.current
+    assert c.table_commits == [("abcdef1234", 20)]
+    assert c.changes == ["projector_bn True → False"]  # the only setting the planted old runs differ in
+    assert c.banner() == ("cpu re-run in progress: 7 of 24 runs at today's settings; its shipped tables come from "
+                          "superseded settings (commit abcdef1234 (20 runs)): projector_bn True → False.")
+    assert c.short() == "cpu re-run: 7 of 24 runs at today's settings; tables from superseded settings"
+
+
+@pytest.mark.parametrize("recorded, tabled, banner", [
+    (24, "old", "cpu re-run recorded (24 of 24 runs at today's settings), not yet rendered; its shipped tables "
+                "come from superseded settings"),
+    (24, "new", None),
+    (3, "none", "cpu re-run in progress: 3 of 24 runs at today's settings; no cpu tables shipped yet."),
+])
+def test_the_banner_follows_the_records_and_the_table(tmp_path, recorded, tabled, banner):
+    c = coverage.coverage(STUDY, "cpu", planted(tmp_path, recorded=recorded, superseded=5, tabled=tabled))
+    if banner is None:
+        assert c.current and c.banner() is None and c.short() is None
+    else:
+        assert c.banner().startswith(banner)
+
+
+def test_the_report_and_the_render_carry_the_banner_and_a_page_elsewhere_changes_nothing(tmp_path):
+    results = planted(tmp_path / "results", recorded=7, superseded=20, tabled="old")
+    (results / "notebooks").mkdir()
+    render = results / "notebooks" / f"{STUDY.name}_cpu.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Study 5\nintro"),
+                                                   nbformat.v4.new_code_cell("x = 1")]), render)
+    pd.DataFrame({"quantity": ["something else"], "ours": ["1"], "paper": ["2"], "evidence": ["[paper]"],
+                  "verdict": ["reproduced"]}).to_csv(results / "tables" / f"{STUDY.name}_cpu_paper_vs_reproduced.csv",
+                                                     index=False)
+    before = {p: p.read_bytes() for p in results.rglob("*") if p.is_file()}
+    page = write_index(results, output_dir=tmp_path / "page").read_text()
+    assert {p: p.read_bytes() for p in results.rglob("*") if p.is_file()} == before  # the page went elsewhere
+    assert "<b>cpu re-run in progress: 7 of 24 runs at today&#x27;s settings</b>" in page
+    assert "cpu re-run: 7 of 24 runs at today&#x27;s settings; tables from superseded settings" in page
+    assert "this table has no headline row" in page  # the table lacks the headline: no badge from its other row
+    # written into the results folder: the render gets its banner, under the title, before everything else
+    write_index(results)
+    cells = nbformat.read(render, as_version=4).cells
+    assert COVERAGE in cells[1].metadata["tags"] and "7 of 24 runs" in cells[1].source
+    reader = (results / "notebooks" / f"{STUDY.name}_cpu.html").read_text()
+    assert reader.index("Study 5") < reader.index("7 of 24 runs") < reader.index("intro")
+    assert (results / "notebooks" / f"{STUDY.name}_cpu_report.html").exists()
+    assert stamp_renders(results) == []  # the banners are right: nothing changes
+    # a render of the runs recorded so far, then every run recorded, then a render of them all: the banner goes
+    store = ResultsStore(results, STUDY.name, "cpu")
+    plan = [as_dict(c) for c in coverage.planned_configs(STUDY, "cpu")]
+
+    def table(configs):
+        pd.DataFrame({"run_id": [store.run_id(c) for c in configs]}).to_csv(
+            results / "tables" / f"{STUDY.name}_cpu.csv", index=False)
+
+    def banner():
+        return next((c.source for c in nbformat.read(render, as_version=4).cells
+                     if COVERAGE in c.metadata.get("tags", [])), None)
+
+    table(plan[:7])
+    assert render in stamp_renders(results)
+    assert banner() == ("> **cpu re-run in progress: 7 of 24 runs at today's settings; its shipped tables hold 7 of "
+                        "them.**")
+    for config in plan:
+        store.write(config, seed=config["seed"], dataset=config["dataset"], status="ok", metrics={}, timings={})
+    stamp_renders(results)
+    assert banner().startswith("> **cpu re-run recorded (24 of 24 runs at today's settings), not yet rendered")
+    table(plan)
+    assert render in stamp_renders(results) and banner() is None
+
+
+def test_setting_changes_name_each_differing_key_with_its_values():
+    old = [{"seed": 0, "lr": 0.6, "batch_size": 32, "ood": []}, {"seed": 1, "lr": 0.6, "batch_size": 256, "ood": []}]
+    new = [{"seed": 0, "lr": 0.3, "batch_size": 32, "ood": [], "init": "cff"},
+           {"seed": 1, "lr": 0.3, "batch_size": 512, "ood": [], "init": "cff"}]
+    assert coverage.setting_changes(old, new) == ["batch_size 32, 256 → 32, 512", "init (absent) → cff",
+                                                  "lr 0.6 → 0.3"]
+
+
+def test_every_shipped_render_carries_the_banner_its_records_imply(tmp_path):
+    """What ``python -m lib.report`` would stamp is what is shipped: a copy of each shipped render, stamped
+    with the banner the shipped records imply, is unchanged (so the main job changes no render)."""
+    for notebook in sorted((SHIPPED / "notebooks").glob("*.ipynb")):
+        study, profile = notebook.stem.rsplit("_", 1)
+        banner = coverage.coverage(study, profile, SHIPPED).banner()
+        cells = nbformat.read(notebook, as_version=4).cells
+        shipped = [c.source for c in cells if COVERAGE in c.metadata.get("tags", [])]
+        assert shipped == ([f"> **{banner}**"] if banner else []), notebook.name
+        for path in (SHIPPED / "notebooks").glob(f"{notebook.stem}*.html"):
+            shutil.copy(path, tmp_path / path.name)
+        shutil.copy(notebook, tmp_path / notebook.name)
+        assert stamp(tmp_path / notebook.name, banner) == [], f"{notebook.name}: run python -m lib.report"
+
+
+def test_the_readme_lists_each_study_as_its_records_stand():
+    text = (PROJECT_ROOT / "README.md").read_text()
+    assert coverage.readme_block(text) == "\n".join(coverage.readme_lines()) + "\n", \
+        "run python -m lib.coverage --readme"
+
+
+def test_study_2_is_planned_over_the_datasets_its_records_show(tmp_path):
+    """A plan that depends on the data found (check_data) is narrowed to the datasets of the records."""
+    full = coverage.planned_configs(STUDIES["02"], "cpu")
+    narrowed = coverage.planned_configs(STUDIES["02"], "cpu", {"mnist"})
+    assert narrowed and {as_dict(c)["dataset"] for c in narrowed} == {"mnist"}
+    assert len(narrowed) < len(full)
+    assert json.dumps(sorted(map(str, narrowed))) == json.dumps(sorted(
+        str(c) for c in full if as_dict(c)["dataset"] == "mnist"))
