@@ -9,23 +9,26 @@ The page opens with a summary: one row per study (its strongest profile), with t
 ``HEADLINE``, read at render time) and its verdicts counted by kind (:data:`KINDS`, coloured badges),
 each row linking to its section. Then, for each rendered notebook
 ``results/notebooks/<study>_<profile>.ipynb``, a section: where its records came from (profile, data,
-runs, and the git commit of each run: :func:`commit_statement`), its paper-vs-reproduced table
-(``results/tables/<study>_<profile>_paper_vs_reproduced.csv``: our number, theirs, the evidence tag,
-the verdict), its key figure (the image output of the cell tagged ``key-figure``, else the
-notebook's first image, written to ``figures/`` beside the page) and links to the rendered notebook.
-Variants (runs with other parameters than their profile's, under ``results/variants/<variant>/``)
-are not the project's results: they are listed after every study, in a section of their own, with
-links to their renders. The page is static HTML with relative links, inline CSS and no script, so it
-opens from a file system or any web server; the same records give the same bytes (no timestamps).
+runs, the git commit of each run: :func:`commit_statement`, and the machines:
+:func:`machine_statement`), its paper-vs-reproduced table
+(``results/tables/<study>_<profile>_paper_vs_reproduced.csv``: our number, theirs, the evidence tag, the
+verdict), its key figure (the image output of the cell tagged ``key-figure``, else the notebook's first
+image, written to ``figures/`` beside the page) and links to the rendered notebook. Variants (runs with
+other parameters than their profile's, under ``results/variants/<variant>/``) are not the project's
+results: they are listed after every study, in a section of their own, with links to their renders. The
+page is static HTML with relative links, inline CSS and no script, so it opens from a file system or any
+web server; the same records give the same bytes (no timestamps).
 """
 from __future__ import annotations
 
 import argparse
 import base64
 import html
+import json
 import os
 import re
 import sys
+from collections import Counter
 from pathlib import Path
 
 import nbformat
@@ -34,7 +37,7 @@ import pandas as pd
 from lib import PROJECT_ROOT
 from lib.coverage import coverage
 from lib.render import stamp
-from lib.results import VARIANTS_DIR, atomic_write_text
+from lib.results import VARIANTS_DIR, ResultsStore, atomic_write_text
 from lib.studies import STUDIES
 
 RENDERED = re.compile(r"^(?P<study>\d\d_[a-z0-9_]+?)_(?P<profile>smoke|quick|cpu|paper)$")
@@ -182,8 +185,9 @@ def key_figure(notebook: Path, out: Path) -> Path | None:
 
 
 def provenance(results: Path, study: str, profile: str) -> dict:
-    """Run count, statuses, datasets and the runs per (commit, dirty tree) of the study's run table
-    (empty when it has none). A commit is shortened to 10 characters; an unrecorded one is "unknown"."""
+    """Run count, statuses, datasets, the runs per (commit, dirty tree) and the machines
+    (:func:`machine_statement`) of the study's run table (empty when it has none). A commit is shortened
+    to 10 characters; an unrecorded one is "unknown"."""
     table = results / "tables" / f"{study}_{profile}.csv"
     if not table.exists():
         return {}
@@ -193,10 +197,45 @@ def provenance(results: Path, study: str, profile: str) -> dict:
     per_commit = pd.DataFrame({"commit": commits, "dirty": dirty}).value_counts().reset_index(name="runs")
     per_commit = per_commit.sort_values(["runs", "commit", "dirty"], ascending=[False, True, True])
     statuses = runs["status"].fillna("unknown").value_counts() if "status" in runs else pd.Series(dtype=int)
-    return {"runs": len(runs),
+    tabled = set(runs.get("run_id", pd.Series(dtype=str)).dropna())
+    records = [r for r in ResultsStore(results, study, profile).records() if r["run_id"] in tabled]
+    return {"runs": len(runs), "machines": machine_statement(records),
             "statuses": sorted(statuses.items(), key=lambda s: (-s[1], s[0])),
             "datasets": sorted(runs["dataset"].dropna().unique()) if "dataset" in runs else [],
             "commits": [(r.commit, bool(r.dirty), int(r.runs)) for r in per_commit.itertuples()]}
+
+
+def machine(record: dict) -> str:
+    """The machine a record names: CPU model and torch's CPU capability (GPU where one ran it)."""
+    env = record.get("environment", {})
+    if env.get("device") not in (None, "cpu"):
+        return f"{env['device']} (CUDA {env.get('cuda')})"
+    if "cpu_model" not in env:
+        return "not recorded"
+    return f"{env['cpu_model']} ({env.get('cpu_capability')})"
+
+
+def machine_statement(records: list[dict]) -> str:
+    """Which machines made the runs, and whether every cell of the design (a config but its seed) ran on each
+    of them: results differ between machines in the last bits and beyond (docs/notes/portability.md), so an
+    arm that sat on one machine would carry the machine in its effect."""
+    if not records:
+        return ""
+    machines = Counter(machine(r) for r in records)
+    if len(machines) == 1:
+        (name, _), = machines.items()
+        return ("machine not recorded (records written before the hardware was kept)" if name == "not recorded"
+                else f"all on {name}")
+    cells: dict[str, set[str]] = {}
+    for r in records:
+        cell = json.dumps({k: v for k, v in r["config"].items() if k != "seed"}, sort_keys=True)
+        cells.setdefault(cell, set()).add(machine(r))
+    one_machine = sum(len(on) == 1 for on in cells.values())
+    balance = ("every cell of the design ran on more than one of them" if not one_machine else
+               f"{one_machine} of {len(cells)} cells of the design ran on one machine only: those arms are not "
+               "balanced across machines")
+    return (f"runs on {len(machines)} machines: " + ", ".join(f"{name} {n}" for name, n in machines.most_common())
+            + f"; {balance}")
 
 
 def commit_statement(commits: list[tuple[str, bool, int]]) -> str:
@@ -301,6 +340,8 @@ def section(results: Path, page_dir: Path, study: str, profile: str, notebook: P
         facts.append(f"data {', '.join(html.escape(d) for d in meta['datasets']) or 'unknown'}")
         facts.append(f"{meta['runs']} runs" + (f" ({statuses})" if meta["statuses"][1:] else ""))
         facts.append(html.escape(commit_statement(meta["commits"])))
+        if meta["machines"]:
+            facts.append(html.escape(meta["machines"]))
     else:
         facts.append("no run table")
     module = study_module(study)

@@ -226,3 +226,20 @@ def test_variants_are_listed_after_every_study_apart_from_them(results):
     variants = page.index('<h2 id="variants">')
     assert variants > page.rindex('<h2 id="0') and "not the shipped results" in page[variants:]
     assert 'href="variants/m0-0.3_seeds-3/notebooks/01_margin_factorial_quick.html"' in page[variants:]
+
+
+def test_machines_are_named_and_cells_on_one_machine_only_are_counted():
+    from lib.report import machine_statement
+
+    def record(seed, arm, cpu=None):
+        env = {"device": "cpu"} | ({"cpu_model": cpu, "cpu_capability": "AVX2"} if cpu else {})
+        return {"config": {"seed": seed, "margin_mode": arm}, "environment": env}
+
+    assert machine_statement([record(0, "clamp"), record(1, "subtract")]).startswith("machine not recorded")
+    assert machine_statement([record(0, "clamp", "A"), record(1, "subtract", "A")]) == "all on A (AVX2)"
+    interleaved = [record(s, arm, "A" if s % 2 else "B") for s in range(4) for arm in ("clamp", "subtract")]
+    assert machine_statement(interleaved) == ("runs on 2 machines: B (AVX2) 4, A (AVX2) 4; every cell of the design "
+                                              "ran on more than one of them")
+    split = [record(s, "clamp", "A") for s in range(3)] + [record(s, "subtract", "B") for s in range(2)]
+    assert machine_statement(split) == ("runs on 2 machines: A (AVX2) 3, B (AVX2) 2; 2 of 2 cells of the design ran "
+                                        "on one machine only: those arms are not balanced across machines")
