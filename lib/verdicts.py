@@ -1,0 +1,343 @@
+"""One verdict engine for every claim: seed-level observations in, what the evidence can decide out.
+
+A :class:`Claim` is declared once per study: the paper's quantity, its published value and the null it is
+tested against (the direction is the side of the null the published value lies on), the effect measure,
+the evidence tag and the family of claims it is corrected with. :func:`evaluate` takes the observations of
+each arm keyed by seed (one number per independent seed: :func:`by_seed` averages the runs of a seed, such
+as study 1's detach/direct twins, before anything else can see them) and returns an :class:`Assessment`:
+the estimate, its 95% CI, the raw p, the design's power at the published effect and the seeds per arm that
+would give 80% power there. :func:`decide` adjusts the p-values within each family (Holm) and gives each
+assessment its verdict, from the numbers alone, in the same grammar for every study
+(``docs/verdicts.md`` explains each rule with a worked example):
+
+1. no data → *not measured*
+2. a check of our own (an identity, a simulation of a theorem, our code against our closed form) → *check*
+3. p (Holm) < 0.05, on the published side of the null, the CI reaching the published value → *reproduced*
+4. p (Holm) < 0.05, on the published side, the CI short of it → *reproduced, smaller*
+5. p (Holm) < 0.05, on the other side → *contradicted*
+6. not significant, and power ≥ 0.8 at the published value or the CI excludes it → *not reproduced*
+7. otherwise → *inconclusive (power P%)*, with the seeds per arm that would give 80%
+
+The measures (:data:`MEASURES`), each with its test, CI and power (α = 0.05, two-sided):
+
+- ``variance_ratio`` R = Var(a)/Var(b): the F-test; the CI is the F interval [R̂/F(1-α/2), R̂/F(α/2)] with
+  df (n_a - 1, n_b - 1), the test's own dual, so "significant" and "the CI excludes 1" never disagree
+  [ours: the bootstrap CI over seeds is shown beside it by the studies]; power exact
+  (:func:`lib.stats.variance_ratio_power`).
+- ``mean_difference`` mean(a) - mean(b): Welch's t-test and interval; power by the noncentral t at
+  d = published difference / pooled SD of the observations (statsmodels ``TTestIndPower``).
+- ``ratio`` of geometric means exp(mean log a - mean log b) (a gradient-norm ratio): Welch on the logs.
+- ``one_sample`` mean of per-seed values against the null (a paired difference such as trained - initial
+  AUROC, a per-seed slope): the one-sample t-test and interval; power by the noncentral t
+  (statsmodels ``TTestPower``).
+
+Beside the verdict, the small-telescope reading (Simonsohn 2015) where the original design is known
+(``published_n``): the effect that design detects with 33% power, and whether our CI lies wholly short
+of it (then the original design could not have seen the effect we measure).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+from scipy import optimize as _opt
+from scipy import stats as _st
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.power import TTestIndPower, TTestPower
+
+from lib.stats import seeds_for_variance_ratio, variance_ratio_power
+
+ALPHA = 0.05  # two-sided, for every test, CI and power here
+TARGET_POWER = 0.8  # "the design could have seen it"; also the seeds-needed target
+TELESCOPE_POWER = 0.33  # Simonsohn's small telescope: the effect the original design saw with 33% power
+MEASURES = ("variance_ratio", "mean_difference", "ratio", "one_sample")
+TWO_ARMS = ("variance_ratio", "mean_difference", "ratio")
+RATIO_SCALE = ("variance_ratio", "ratio")  # compared on the log scale; null 1
+KINDS = ("claim", "check")
+VERDICTS = ("reproduced", "reproduced, smaller", "contradicted", "not reproduced", "inconclusive", "not measured",
+            "check")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A published claim, declared once: what is measured, the paper's value, the null and the family."""
+
+    quantity: str  # what the verdict table calls it, e.g. "VR = Var(clamp) / Var(subtract)"
+    measure: str  # one of MEASURES
+    published: float  # the paper's value, in the measure's units (a ratio, a difference, a mean)
+    evidence: str = "[paper]"  # where the published value comes from: [paper], [code], [summary]
+    family: str = ""  # claims whose p-values are Holm-corrected together
+    null: float | None = None  # default: 1 for ratios, 0 otherwise
+    kind: str = "claim"  # "check": ours (an identity, a simulation of a theorem), never a reproduction
+    published_n: tuple[int, int] | int | None = None  # the original design's seeds (per arm), if known
+
+    def __post_init__(self):
+        if self.measure not in MEASURES:
+            raise ValueError(f"measure={self.measure!r} is not allowed: one of {', '.join(MEASURES)}")
+        if self.kind not in KINDS:
+            raise ValueError(f"kind={self.kind!r} is not allowed: one of {', '.join(KINDS)}")
+        if not math.isfinite(self.published):
+            raise ValueError(f"published={self.published!r} must be a finite number")
+        if self.measure in RATIO_SCALE and self.published <= 0:
+            raise ValueError(f"published={self.published!r}: a {self.measure} is positive")
+        if self.kind == "claim" and self.published == self.null_value:
+            raise ValueError(f"published={self.published!r} equals the null: the claim names no direction")
+
+    @property
+    def null_value(self) -> float:
+        return (1.0 if self.measure in RATIO_SCALE else 0.0) if self.null is None else float(self.null)
+
+    def scale(self, x: float) -> float:
+        """Where effects are compared: the log of a ratio, else the value itself."""
+        return math.log(x) if self.measure in RATIO_SCALE else x
+
+    @property
+    def direction(self) -> int:
+        """+1 when the published value lies above the null (on the measure's scale), -1 below."""
+        return 1 if self.scale(self.published) > self.scale(self.null_value) else -1
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """A claim tested on seed-level observations; ``verdict`` and ``p_holm`` are set by :func:`decide`."""
+
+    claim: Claim
+    n: tuple[int, ...]  # seeds per arm
+    estimate: float = float("nan")
+    ci: tuple[float, float] = (float("nan"), float("nan"))
+    p: float = float("nan")
+    power: float = float("nan")  # at the published value, with this design
+    seeds_needed: int | None = None  # per arm, for TARGET_POWER at the published value
+    telescope: float | None = None  # the effect the original design detects with 33% power
+    p_holm: float = float("nan")
+    verdict: str = ""
+    notes: dict = field(default_factory=dict)
+
+    @property
+    def measured(self) -> bool:
+        return math.isfinite(self.estimate)
+
+    def verdict_text(self) -> str:
+        """The verdict as a table shows it: an inconclusive one with its power and the seeds it would take."""
+        if self.verdict == "inconclusive":
+            needed = f"; {self.seeds_needed} seeds per arm for 80%" if self.seeds_needed else ""
+            return f"inconclusive (power {self.power:.0%}{needed})"
+        return self.verdict
+
+    def row(self, digits: int = 3) -> dict:
+        """The verdict-table row: ours with its CI, the paper's, p (raw and Holm), power, seeds needed."""
+        def g(x):
+            return "–" if x is None or not math.isfinite(x) else f"{x:.{digits}g}"
+        ours = "not measured" if not self.measured else f"{g(self.estimate)} [{g(self.ci[0])}, {g(self.ci[1])}]"
+        return {"quantity": self.claim.quantity, "ours": ours, "paper": g(self.claim.published),
+                "evidence": self.claim.evidence, "n": " vs ".join(map(str, self.n)) or "–",
+                "p": g(self.p), "p_holm": g(self.p_holm), "power": "–" if not math.isfinite(self.power)
+                else f"{self.power:.0%}", "seeds_needed": "–" if self.seeds_needed is None else str(self.seeds_needed),
+                "verdict": self.verdict_text()}
+
+
+# ------------------------------------------------------------------------------ the unit: one number per seed
+
+
+def by_seed(frame: pd.DataFrame, value: str, seed: str = "seed") -> dict[int, float]:
+    """``{seed: mean of value}``: the runs of one seed (twins, repeated evaluations) become one observation."""
+    if seed not in frame or value not in frame:
+        raise KeyError(f"by_seed needs columns {seed!r} and {value!r}; the frame has {list(frame.columns)}")
+    means = frame.groupby(seed)[value].mean()
+    return {int(k): float(v) for k, v in means.items() if math.isfinite(v)}
+
+
+def _seed_level(observations, name: str) -> np.ndarray:
+    """The values of a mapping seed -> number (a dict, or a Series indexed by unique seeds), finite ones only.
+    A bare list is refused: nothing would stop one seed's twins from counting twice."""
+    if isinstance(observations, pd.Series):
+        if not observations.index.is_unique:
+            repeated = observations.index[observations.index.duplicated()][0]
+            raise ValueError(f"{name}: seed {repeated!r} appears more than once; average its runs first (by_seed)")
+        observations = observations.to_dict()
+    if not isinstance(observations, Mapping):
+        raise TypeError(f"{name} must map each seed to one number (a dict or a Series indexed by seed), got "
+                        f"{type(observations).__name__}: runs of one seed would count as several observations")
+    values = np.array([float(v) for v in observations.values()], dtype=float)
+    return values[np.isfinite(values)]
+
+
+# ------------------------------------------------------------------------------ the measures
+
+
+def _variance_ratio(claim: Claim, a: np.ndarray, b: np.ndarray) -> dict:
+    d1, d2 = a.size - 1, b.size - 1
+    va, vb = np.var(a, ddof=1), np.var(b, ddof=1)
+    if vb == 0 or va == 0:
+        return {}
+    r = float(va / vb)
+    p = float(min(1.0, 2 * min(_st.f.cdf(r, d1, d2), _st.f.sf(r, d1, d2))))
+    ci = (r / _st.f.ppf(1 - ALPHA / 2, d1, d2), r / _st.f.ppf(ALPHA / 2, d1, d2))
+    return dict(estimate=r, ci=ci, p=p, power=variance_ratio_power(claim.published, a.size, n_b=b.size, alpha=ALPHA),
+                seeds_needed=seeds_for_variance_ratio(claim.published, power=TARGET_POWER, alpha=ALPHA))
+
+
+def _welch(a: np.ndarray, b: np.ndarray, null: float) -> tuple[float, tuple[float, float], float]:
+    """Welch's difference of means, its CI and the two-sided p of the test against ``null``."""
+    va, vb = np.var(a, ddof=1) / a.size, np.var(b, ddof=1) / b.size
+    se = math.sqrt(va + vb)
+    diff = float(a.mean() - b.mean())
+    if se == 0:
+        return diff, (diff, diff), (1.0 if diff == null else 0.0)
+    df = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1))
+    half = _st.t.ppf(1 - ALPHA / 2, df) * se
+    return diff, (diff - half, diff + half), float(2 * _st.t.sf(abs(diff - null) / se, df))
+
+
+def _pooled_sd(a: np.ndarray, b: np.ndarray) -> float:
+    return math.sqrt(((a.size - 1) * np.var(a, ddof=1) + (b.size - 1) * np.var(b, ddof=1)) / (a.size + b.size - 2))
+
+
+def _two_sample_power(effect: float, sd: float, n_a: int, n_b: int) -> tuple[float, int | None]:
+    """Power of the two-sided two-sample t-test at ``effect`` (in the data's units) and the seeds per arm
+    for TARGET_POWER, at Cohen's d = effect / sd (noncentral t, df n_a + n_b - 2)."""
+    if not sd > 0:
+        return float("nan"), None
+    d = abs(effect) / sd
+    power = float(TTestIndPower().power(effect_size=d, nobs1=n_a, ratio=n_b / n_a, alpha=ALPHA))
+    return power, _seeds_needed(lambda n: TTestIndPower().power(effect_size=d, nobs1=n, ratio=1.0, alpha=ALPHA))
+
+
+def _seeds_needed(power_at) -> int | None:
+    """The smallest n >= 2 with ``power_at(n)`` >= TARGET_POWER (power grows with n), None beyond 10^6."""
+    if power_at(2) >= TARGET_POWER:
+        return 2
+    lo, hi = 2, 4
+    while power_at(hi) < TARGET_POWER:
+        lo, hi = hi, 2 * hi
+        if hi > 10**6:
+            return None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if power_at(mid) >= TARGET_POWER else (mid, hi)
+    return hi
+
+
+def _mean_difference(claim: Claim, a: np.ndarray, b: np.ndarray) -> dict:
+    diff, ci, p = _welch(a, b, claim.null_value)
+    power, needed = _two_sample_power(claim.published - claim.null_value, _pooled_sd(a, b), a.size, b.size)
+    return dict(estimate=diff, ci=ci, p=p, power=power, seeds_needed=needed)
+
+
+def _ratio(claim: Claim, a: np.ndarray, b: np.ndarray) -> dict:
+    if (a <= 0).any() or (b <= 0).any():
+        raise ValueError(f"{claim.quantity}: a ratio needs positive observations")
+    la, lb = np.log(a), np.log(b)
+    diff, (lo, hi), p = _welch(la, lb, math.log(claim.null_value))
+    power, needed = _two_sample_power(math.log(claim.published / claim.null_value), _pooled_sd(la, lb), a.size,
+                                      b.size)
+    return dict(estimate=math.exp(diff), ci=(math.exp(lo), math.exp(hi)), p=p, power=power, seeds_needed=needed)
+
+
+def _one_sample(claim: Claim, a: np.ndarray) -> dict:
+    mean, sd, n = float(a.mean()), float(np.std(a, ddof=1)), a.size
+    se = sd / math.sqrt(n)
+    if se == 0:
+        return dict(estimate=mean, ci=(mean, mean), p=1.0 if mean == claim.null_value else 0.0)
+    half = _st.t.ppf(1 - ALPHA / 2, n - 1) * se
+    p = float(2 * _st.t.sf(abs(mean - claim.null_value) / se, n - 1))
+    d = abs(claim.published - claim.null_value) / sd
+    power = float(TTestPower().power(effect_size=d, nobs=n, alpha=ALPHA))
+    return dict(estimate=mean, ci=(mean - half, mean + half), p=p, power=power,
+                seeds_needed=_seeds_needed(lambda k: TTestPower().power(effect_size=d, nobs=k, alpha=ALPHA)))
+
+
+def telescope_effect(claim: Claim, sd: float | None = None) -> float | None:
+    """The effect the original design (``claim.published_n``) detects with 33% power, on the claim's side of
+    the null: a variance ratio exactly (F); a difference or mean in units of ``sd`` (the SD the power uses)."""
+    if claim.published_n is None:
+        return None
+    n_a, n_b = (claim.published_n, claim.published_n) if isinstance(claim.published_n, int) else claim.published_n
+    if claim.measure == "variance_ratio":
+        def gap(log_r):
+            return variance_ratio_power(math.exp(claim.direction * log_r), n_a, n_b=n_b, alpha=ALPHA) - TELESCOPE_POWER
+        return math.exp(claim.direction * _opt.brentq(gap, 1e-9, 50.0))
+    if sd is None or not sd > 0:
+        return None
+    if claim.measure == "one_sample":
+        d = TTestPower().solve_power(nobs=n_a, power=TELESCOPE_POWER, alpha=ALPHA)
+    else:
+        d = TTestIndPower().solve_power(nobs1=n_a, ratio=n_b / n_a, power=TELESCOPE_POWER, alpha=ALPHA)
+    shift = claim.direction * float(np.asarray(d).item()) * sd
+    return (math.exp(math.log(claim.null_value) + shift) if claim.measure == "ratio"
+            else claim.null_value + shift)
+
+
+def evaluate(claim: Claim, a=None, b=None) -> Assessment:
+    """Test ``claim`` on the seed-level observations ``a`` (and ``b``, for two arms): each a mapping seed ->
+    number. Fewer than two finite observations in an arm leave it unmeasured."""
+    two = claim.measure in TWO_ARMS
+    arms = [] if a is None else [_seed_level(a, "a")] + ([_seed_level(b, "b")] if two and b is not None else [])
+    n = tuple(x.size for x in arms)
+    if len(arms) != (2 if two else 1) or min(n) < 2:
+        return Assessment(claim, n)
+    numbers = {"variance_ratio": _variance_ratio, "mean_difference": _mean_difference, "ratio": _ratio,
+               "one_sample": _one_sample}[claim.measure](claim, *arms)
+    if not numbers:  # a constant arm: no ratio of variances
+        return Assessment(claim, n, notes={"why": "an arm has zero variance"})
+    sd = (float(np.std(arms[0], ddof=1)) if claim.measure == "one_sample" else
+          _pooled_sd(*(np.log(x) for x in arms)) if claim.measure == "ratio" else
+          _pooled_sd(*arms) if claim.measure == "mean_difference" else None)
+    return Assessment(claim, n, telescope=telescope_effect(claim, sd), **numbers)
+
+
+# ------------------------------------------------------------------------------ the verdicts
+
+
+def holm(p: list[float]) -> list[float]:
+    """Holm's step-down adjustment of a family's p-values (statsmodels ``multipletests(method="holm")``)."""
+    finite = [i for i, x in enumerate(p) if math.isfinite(x)]
+    adjusted = [float("nan")] * len(p)
+    if finite:
+        for i, x in zip(finite, multipletests([p[i] for i in finite], method="holm")[1]):
+            adjusted[i] = float(x)
+    return adjusted
+
+
+def verdict(assessment: Assessment, p_holm: float) -> str:
+    """The verdict of an assessment whose Holm-adjusted p is ``p_holm`` (the rules of the module doc)."""
+    claim = assessment.claim
+    if not assessment.measured:
+        return "not measured"
+    if claim.kind == "check":
+        return "check"
+    lo, hi = assessment.ci
+    side = np.sign(claim.scale(assessment.estimate) - claim.scale(claim.null_value))
+    if p_holm < ALPHA:
+        if side != claim.direction:
+            return "contradicted"
+        reaches = hi >= claim.published if claim.direction > 0 else lo <= claim.published
+        return "reproduced" if reaches else "reproduced, smaller"
+    excludes = claim.published < lo or claim.published > hi
+    if assessment.power >= TARGET_POWER or excludes:
+        return "not reproduced"
+    return "inconclusive"
+
+
+def decide(assessments: list[Assessment]) -> list[Assessment]:
+    """Each assessment with its Holm-adjusted p (within its claim's family; checks are not tested as claims)
+    and its verdict, in the order given."""
+    p_holm = [float("nan")] * len(assessments)
+    families: dict[str, list[int]] = {}
+    for i, a in enumerate(assessments):
+        if a.claim.kind == "claim" and a.measured:
+            families.setdefault(a.claim.family, []).append(i)
+    for members in families.values():
+        for i, adjusted in zip(members, holm([assessments[i].p for i in members])):
+            p_holm[i] = adjusted
+    return [replace(a, p_holm=ph, verdict=verdict(a, ph if math.isfinite(ph) else a.p))
+            for a, ph in zip(assessments, p_holm)]
+
+
+def table(assessments: list[Assessment]) -> pd.DataFrame:
+    """The verdict table of decided assessments: claims first, then our checks, each a row (:meth:`Assessment.row`)."""
+    ordered = [a for a in assessments if a.claim.kind == "claim"] + [a for a in assessments if a.claim.kind == "check"]
+    return pd.DataFrame([a.row() for a in ordered])
