@@ -15,7 +15,8 @@ runs, the git commit of each run: :func:`commit_statement`, and the machines:
 verdict), its key figure (the image output of the cell tagged ``key-figure``, else the notebook's first
 image, written to ``figures/`` beside the page) and links to the rendered notebook. Variants (runs with
 other parameters than their profile's, under ``results/variants/<variant>/``) are not the project's
-results: they are listed after every study, in a section of their own, with links to their renders. The
+results: they are listed on a page of their own, ``results/variants/index.html``, with links to their
+renders, so that a user's experiment never changes the shipped page. The
 page is static HTML with relative links, inline CSS and no script, so it opens from a file system or any
 web server; the same records give the same bytes (no timestamps).
 """
@@ -382,9 +383,7 @@ def write_index(results_dir: str | Path = "results", output_dir: str | Path | No
         stamp_renders(results)
     found = rendered_notebooks(results)
     body = "\n".join(section(results, page_dir, s, p, nb) for s, p, nb in found) or "<p>No rendered notebooks yet.</p>"
-    variants = variants_section(results, page_dir)
-    if variants:  # after every study's results, never among them
-        body += "\n" + variants
+    write_variants_index(results, page_dir / VARIANTS_DIR)
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Contrastive training dynamics: paper against reproduced</title>
@@ -394,11 +393,33 @@ def write_index(results_dir: str | Path = "results", output_dir: str | Path | No
 <p class="meta">One row per study, from its strongest profile, linking to its section below. Verdicts are
 counted by kind (a <i>note</i> is our own check, no published claim). Every study's claims and the evidence tags
 ([paper] the paper's text, [code] its public code, [summary] secondary summaries, [ours] our decision) are in
-<a href="{href(STUDY_SPEC, page_dir)}">docs/studies.md</a>.</p>
+<a href="{href(STUDY_SPEC, page_dir)}">docs/studies.md</a>. Your own variants (runs with other parameters)
+are never listed here: <code>{VARIANTS_DIR}/index.html</code> beside this page lists them, unversioned.</p>
 {body}
 </body></html>
 """
     index = page_dir / "index.html"
+    atomic_write_text(index, page)
+    return index
+
+
+def write_variants_index(results: Path, page_dir: Path) -> Path | None:
+    """``<page_dir>/index.html``: the variants under ``results`` (:func:`variants_section`), on a page of their
+    own so that a user's experiments never change the shipped page; None (nothing written) without variants."""
+    variants = variants_section(results, page_dir)
+    if not variants:
+        return None
+    page = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Variants: your experiments</title>
+<style>{STYLE}</style></head>
+<body><h1>Variants: your experiments</h1>
+<p class="meta">The shipped results: <a href="{href(results / "index.html", page_dir)}">index.html</a>.</p>
+{variants}
+</body></html>
+"""
+    index = page_dir / "index.html"
+    page_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(index, page)
     return index
 
