@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 import torch
+from IPython.display import HTML
 
 from lib import params
 from lib.cff import CFFConfig, split_indices
@@ -99,6 +100,14 @@ def _augmentation(padding: int, flip: bool) -> str:
 def _row(setting, ours, original, source, evidence, reason="") -> dict:
     return dict(setting=setting, ours=_show(ours), original=_show(original), source=source, evidence=evidence,
                 reason=reason)
+
+
+def as_html(table: pd.DataFrame) -> HTML:
+    """A fidelity table as a notebook shows it: left-aligned, no index column, and the same bytes on every
+    render (a fixed table id where pandas would draw a random one; an HTML object, whose plain-text form
+    carries no memory address)."""
+    return HTML(table.style.set_uuid("fidelity").set_properties(**{"text-align": "left"}).hide(axis="index")
+                .to_html())
 
 
 def _table(rows: list[dict]) -> pd.DataFrame:

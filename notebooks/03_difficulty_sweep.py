@@ -112,10 +112,9 @@ display(Markdown(
 # the run configs (`lib.fidelity`), so a changed parameter shows up in it.
 
 # %%
-from lib.fidelity import cff_fidelity_table
+from lib.fidelity import as_html, cff_fidelity_table
 
-display(cff_fidelity_table(configs, settings, data_root=data_root)
-        .style.set_properties(**{"text-align": "left"}).hide(axis="index"))
+display(as_html(cff_fidelity_table(configs, settings, data_root=data_root)))
 
 # %% [markdown]
 # ## What the knob does to a training view

@@ -196,9 +196,9 @@ display(Markdown(
 # changed parameter shows up in it.
 
 # %%
-from lib.fidelity import norms_fidelity_table
+from lib.fidelity import as_html, norms_fidelity_table
 
-display(norms_fidelity_table(configs, settings).style.set_properties(**{"text-align": "left"}).hide(axis="index"))
+display(as_html(norms_fidelity_table(configs, settings)))
 
 # %% [markdown]
 # ## (a) Convergence on the sphere and the growth of the norm

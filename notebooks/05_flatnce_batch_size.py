@@ -140,10 +140,9 @@ if settings["profile"] != "paper":
 # network they build (`lib.fidelity`), so a changed parameter shows up in it.
 
 # %%
-from lib.fidelity import flat_fidelity_table
+from lib.fidelity import as_html, flat_fidelity_table
 
-display(flat_fidelity_table(configs, settings, data_root=data_root)
-        .style.set_properties(**{"text-align": "left"}).hide(axis="index"))
+display(as_html(flat_fidelity_table(configs, settings, data_root=data_root)))
 
 # %% [markdown]
 # ## Runs

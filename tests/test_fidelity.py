@@ -1,5 +1,6 @@
 """The fidelity table of studies 1-3 (lib.fidelity): sources, notes, and values read from the live configs."""
 import numpy as np
+import pandas as pd
 import pytest
 
 from lib.cff import CFFConfig
@@ -97,3 +98,17 @@ def test_configs_must_be_cff_configs():
         cff_fidelity_table([])
     with pytest.raises(ParameterError, match="configs"):
         cff_fidelity_table([{"dataset": "cifar10"}])
+
+
+def test_a_fidelity_table_renders_to_the_same_html_every_time_with_no_index_or_address():
+    """What a notebook displays (lib.fidelity.as_html): a fixed table id where pandas draws a random one,
+    no index column, and a plain-text form without a memory address."""
+    import re
+
+    from lib.fidelity import as_html
+    table = pd.DataFrame({"setting": ["lr", "batch size"], "ours": ["0.004", "512"], "verdict": ["matches", "[ours]"]})
+    first, second = as_html(table), as_html(table.copy())
+    assert first.data == second.data
+    assert 'id="T_fidelity"' in first.data and not re.search(r"T_[0-9a-f]{5}\b", first.data)
+    assert "row_heading" not in first.data  # no index column
+    assert " at 0x" not in repr(first)
