@@ -24,8 +24,8 @@ from lib.studies import common, cross_dataset, difficulty_sweep, margin_factoria
 # seeds, and 8/11 when two stabilisers' identical twins are pooled (12 values).
 PATTERN = np.array([-1.0, 0.0, 1.0, -1.0, 0.0, 1.0])
 SEEDS = len(PATTERN)
-# Six seeds per arm: a few bootstrap resamples draw one value six times (ratio +inf), which
-# bootstrap_ratio_ci announces; expected here.
+# Six seeds per arm: a few bootstrap resamples draw one value six times in both arms (no ratio), which
+# bootstrap_ratio_ci drops and announces; expected here.
 pytestmark = pytest.mark.filterwarnings("ignore:bootstrap_ratio_ci")
 
 TRAINING = dict(m0=0.4, m_last=0.1, temperature=0.15, lr=0.004, force=False, device="cpu")

@@ -419,3 +419,14 @@ def test_summarize_arms():
     assert out.loc["clamp", "std"] ** 2 == pytest.approx(out.loc["clamp", "var"])
     two = S.summarize_arms(df, "top1", ["margin_mode", "stabilizer"])
     assert len(two) == 4 and two["n"].sum() == len(df) - 1
+
+
+def test_bootstrap_ratio_ci_is_open_above_without_a_warning_when_var_b_star_is_often_zero():
+    """b = [0, 0, 0, 1]: a resample repeats one value with probability (3/4)^4 + (1/4)^4 = 0.32 > 0.025, so
+    the upper end is +inf: the result, not a fault, and reported without a warning."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lo, hi = S.bootstrap_ratio_ci(np.arange(8.0), [0.0, 0.0, 0.0, 1.0], n_boot=2000, seed=1)
+    assert math.isinf(hi) and math.isfinite(lo) and lo > 0
