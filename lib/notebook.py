@@ -30,6 +30,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
+import pandas as pd
+
 from lib import PROJECT_ROOT, params
 from lib.config import as_dict
 from lib.data import DATASETS, get_dataset
@@ -226,12 +228,21 @@ class Setup:
         return records, runs
 
 
+def frame_html(frame: pd.DataFrame) -> str:
+    """A table as the notebooks show it: pandas' own HTML, without the index column where the index is only
+    the row numbers 0..n-1 (a RangeIndex without a name says nothing to a reader)."""
+    if isinstance(frame.index, pd.RangeIndex) and frame.index.name is None:
+        return frame.to_html(index=False, max_rows=pd.get_option("display.max_rows"),
+                             max_cols=pd.get_option("display.max_columns"), notebook=True, border=0)
+    return frame._repr_html_()
+
+
 def setup(module: ModuleType, namespace: dict, *, precision: int = 3) -> Setup:
     """The setup cell of every notebook: check the parameters in ``namespace`` (the notebook's
     ``globals()``), resolve them, open the store, load the data, set the theme and show the header."""
     import numpy as np
-    import pandas as pd
     import seaborn as sns
+    from IPython import get_ipython
     from IPython.display import Markdown, display
 
     study = find_study(module)
@@ -248,6 +259,9 @@ def setup(module: ModuleType, namespace: dict, *, precision: int = 3) -> Setup:
     np.random.seed(0)  # strip plots jitter their dots with numpy's global generator: a re-render repeats them
     pd.set_option("display.precision", precision)
     pd.set_option("display.max_colwidth", None)  # verdicts are sentences: never cut them
+    shell = get_ipython()
+    if shell is not None:  # tables indexed by row number show no index column
+        shell.display_formatter.formatters["text/html"].for_type(pd.DataFrame, frame_html)
     nb = Setup(study, settings, configs, store, variant, changes, reused, sources, checked, data_root)
     display(Markdown(nb.header()))
     return nb

@@ -276,3 +276,18 @@ def test_notebook_05_bad_parameter_fails_in_the_notebook_before_any_run(tmp_path
     with pytest.raises(papermill.PapermillExecutionError, match=f"ParameterError.*parameter {message}="):
         _execute(NOTEBOOK_05, tmp_path, "bad.ipynb", **parameters)
     assert not (tmp_path / "runs").exists()
+
+
+def test_tables_indexed_by_row_number_show_no_index_column():
+    """lib.notebook.frame_html, the notebooks' HTML for a DataFrame: no index column where the index is only
+    0..n-1, pandas' own table (index kept) where it names something; the cells and precision as pandas'."""
+    import pandas as pd
+
+    from lib.notebook import frame_html
+
+    frame = pd.DataFrame({"quantity": ["VR", "p"], "ours": [1.23456, 0.5]})
+    with pd.option_context("display.precision", 3):
+        plain, named = frame_html(frame), frame_html(frame.set_index("quantity"))
+        assert named == frame.set_index("quantity")._repr_html_()
+    assert "<th>0</th>" not in plain and "<td>VR</td>" in plain and "<td>1.235</td>" in plain
+    assert plain == frame.to_html(index=False, notebook=True, border=0, float_format="{:.3f}".format)
