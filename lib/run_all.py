@@ -30,11 +30,11 @@ import papermill
 
 from lib import PROJECT_ROOT
 from lib.dispatch import parse_value
-from lib.notebook import relative, resolve_command
+from lib.notebook import RESERVED, relative, resolve_command
 from lib.params import PROFILE_NAMES, ParameterError
 from lib.render import write_renders
 from lib.report import write_index
-from lib.results import variant_root
+from lib.results import ResultsStore, variant_root
 from lib.studies import STUDIES, Study
 
 NOTEBOOKS = PROJECT_ROOT / "notebooks"
@@ -70,6 +70,26 @@ def plan_job(study: Study, *, profile: str, results_dir: str, parameters: dict, 
              **({"download": True} if download else {})}
     output_dir = variant_root(PROJECT_ROOT / results_dir, name) / "notebooks"
     return Job(NOTEBOOKS / f"{study.notebook}.ipynb", given, output_dir, name)
+
+
+def recorded_of_plan(job: Job, study: Study, *, profile: str, results_dir: str) -> tuple[int, int]:
+    """``(recorded, planned)``: the runs of the job's plan with a finished record (in its own store, or, for a
+    variant, in the canonical one it copies from) and all of them; the data are checked first where the plan
+    depends on them (``check_data``), as the notebook does. No training."""
+    settings, _ = resolve_command(study, profile=profile, parameters={k: v for k, v in job.parameters.items()
+                                                                       if k not in RESERVED},
+                                  data_root=job.parameters.get("data_root"), results_dir=results_dir,
+                                  variant=job.parameters.get("variant"))
+    if study.check_data is not None:
+        study.check_data(settings, job.parameters.get("data_root"))
+    results = PROJECT_ROOT / results_dir
+    stores = [ResultsStore(results, study.name, profile)]
+    if job.variant is not None:
+        stores.append(ResultsStore(variant_root(results, job.variant), study.name, profile))
+    configs = {stores[0].run_id(c): c for c in study.module.plan(settings)}
+    if settings.get("force"):
+        return 0, len(configs)
+    return sum(any(store.is_finished(c) for store in stores) for c in configs.values()), len(configs)
 
 
 def render(notebook: Path, *, profile: str, results_dir: str = "results", parameters: dict | None = None,
@@ -127,9 +147,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(err))
     failed = []
     for job in jobs:
-        print(f"{job.notebook.name}: executing", flush=True)
         t0 = time.perf_counter()
         try:
+            recorded, planned = recorded_of_plan(job, by_notebook[job.notebook.stem], profile=args.profile,
+                                                 results_dir=args.results_dir)
+            print(f"{job.notebook.name}: " + (f"all {planned} runs recorded, nothing to train; rendering"
+                                              if recorded == planned else
+                                              f"{recorded} of {planned} runs recorded, {planned - recorded} to "
+                                              "train (progress below); executing"), flush=True)
             html = render(job.notebook, profile=args.profile, results_dir=args.results_dir,
                           parameters=job.parameters, output_dir=job.output_dir)
         except Exception as err:  # a failed notebook must not stop the others; it is named at the end

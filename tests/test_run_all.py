@@ -62,3 +62,20 @@ def test_a_variant_renders_under_its_own_folder(results, monkeypatch):
     # listed on the variants' own page, never on the shipped one
     assert "m0-0.3/notebooks/01_margin_factorial_quick.html" in (results / "variants" / "index.html").read_text()
     assert "m0-0.3" not in (results / "index.html").read_text()
+
+
+def test_the_terminal_says_what_each_notebook_will_train(results, monkeypatch, capsys):
+    """Every shipped quick run is recorded: "nothing to train"; a variant names how many of its runs it trains."""
+    import re
+
+    monkeypatch.setattr(run_all.papermill, "execute_notebook",
+                        lambda notebook, output, **kwargs: nbformat.write(nbformat.v4.new_notebook(), output))
+    assert run_all.main(["--only", "06", "--results-dir", str(results)]) == 0
+    shipped = len(list((results / "runs" / "06_stop_gradient_collapse" / "quick").glob("*.json")))
+    assert (f"06_stop_gradient_collapse.ipynb: all {shipped} runs recorded, nothing to train; rendering"
+            in capsys.readouterr().out)
+    assert run_all.main(["--only", "01", "--results-dir", str(results), "-p", "seeds", "3", "-p", "m0", "0.3"]) == 0
+    out = capsys.readouterr().out
+    counts = re.search(r"01_margin_factorial.ipynb: (\d+) of (\d+) runs recorded, (\d+) to train", out)
+    recorded, planned, to_train = map(int, counts.groups())
+    assert 0 < recorded < planned and recorded + to_train == planned
