@@ -23,10 +23,13 @@ import os
 import sys
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import papermill
+from jupyter_client.manager import AsyncKernelManager
+from traitlets import default
 
 from lib import PROJECT_ROOT
 from lib.dispatch import parse_value
@@ -92,6 +95,19 @@ def recorded_of_plan(job: Job, study: Study, *, profile: str, results_dir: str) 
     return sum(any(store.is_finished(c) for store in stores) for c in configs.values()), len(configs)
 
 
+class LocalKernelManager(AsyncKernelManager):
+    """The notebooks' kernel over local sockets (IPC) in the system's temporary folder, where jupyter_client
+    removes them at shutdown: no network port, and no warning from the kernel that TCP traffic is unencrypted."""
+
+    @default("transport")
+    def _default_transport(self):
+        return "ipc"
+
+    @default("ip")
+    def _default_ip(self):
+        return os.path.join(tempfile.gettempdir(), f"companion-kernel-{uuid.uuid4().hex[:12]}")
+
+
 def render(notebook: Path, *, profile: str, results_dir: str = "results", parameters: dict | None = None,
            output_dir: Path | None = None) -> Path:
     """Execute one notebook with papermill into a temporary file; on success move it and its renders
@@ -105,6 +121,7 @@ def render(notebook: Path, *, profile: str, results_dir: str = "results", parame
         executed = Path(tmp) / target.name
         try:
             papermill.execute_notebook(str(notebook), str(executed), cwd=str(PROJECT_ROOT), kernel_name="python3",
+                                       kernel_manager_class=LocalKernelManager,
                                        parameters={"profile": profile, "results_dir": results_dir,
                                                    **(parameters or {})},
                                        progress_bar=False, stderr_file=sys.stderr,  # streams the runs' bars
