@@ -103,11 +103,14 @@ def _row(setting, ours, original, source, evidence, reason="") -> dict:
 
 
 def as_html(table: pd.DataFrame) -> HTML:
-    """A fidelity table as a notebook shows it: left-aligned, no index column, and the same bytes on every
-    render (a fixed table id where pandas would draw a random one; an HTML object, whose plain-text form
-    carries no memory address)."""
-    return HTML(table.style.set_uuid("fidelity").set_properties(**{"text-align": "left"}).hide(axis="index")
-                .to_html())
+    """A fidelity table as a notebook shows it: folded under a one-line summary (how many settings differ from
+    the original, ``[ours]``), left-aligned, no index column, and the same bytes on every render (a fixed table
+    id where pandas would draw a random one; an HTML object, whose plain-text form carries no memory address)."""
+    ours = int(table["note"].str.startswith("[ours]").sum()) if "note" in table else 0
+    body = (table.style.set_uuid("fidelity").set_properties(**{"text-align": "left"}).hide(axis="index")
+            .to_html())
+    return HTML(f"<details><summary>{len(table)} settings beside the original's, {ours} of them ours ([ours], "
+                f"with the reason): open to read them</summary>\n{body}</details>")
 
 
 def _table(rows: list[dict]) -> pd.DataFrame:

@@ -106,9 +106,10 @@ def test_a_fidelity_table_renders_to_the_same_html_every_time_with_no_index_or_a
     import re
 
     from lib.fidelity import as_html
-    table = pd.DataFrame({"setting": ["lr", "batch size"], "ours": ["0.004", "512"], "verdict": ["matches", "[ours]"]})
+    table = pd.DataFrame({"setting": ["lr", "batch size"], "ours": ["0.004", "512"], "note": ["matches", "[ours]: x"]})
     first, second = as_html(table), as_html(table.copy())
     assert first.data == second.data
     assert 'id="T_fidelity"' in first.data and not re.search(r"T_[0-9a-f]{5}\b", first.data)
     assert "row_heading" not in first.data  # no index column
     assert " at 0x" not in repr(first)
+    assert first.data.startswith("<details><summary>2 settings beside the original's, 1 of them ours")
