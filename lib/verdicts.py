@@ -337,6 +337,22 @@ def decide(assessments: list[Assessment]) -> list[Assessment]:
             for a, ph in zip(assessments, p_holm)]
 
 
+def what_it_would_take(assessment: Assessment, study: str, *, arms: int = 2, profile: str = "paper",
+                       seconds_per_run: float | None = None) -> dict | None:
+    """The experiment that would decide an inconclusive claim: ``seeds`` per arm for 80% power at the published
+    value, the ``runs`` that makes over ``arms`` arms, the command that runs them (a Slurm array through
+    ``lib.dispatch``) and, where the profile's time per run is known (``seconds_per_run``), its cost in
+    ``run_hours``. None for any other verdict."""
+    if assessment.verdict != "inconclusive" or assessment.seeds_needed is None:
+        return None
+    seeds = assessment.seeds_needed
+    runs = arms * seeds
+    return {"quantity": assessment.claim.quantity, "seeds": seeds, "runs": runs,
+            "command": f"python -m lib.dispatch {study} --profile {profile} -p seeds {seeds} --backend slurm "
+                       "--max-parallel 20",
+            "run_hours": None if seconds_per_run is None else runs * seconds_per_run / 3600}
+
+
 def table(assessments: list[Assessment]) -> pd.DataFrame:
     """The verdict table of decided assessments: claims first, then our checks, each a row (:meth:`Assessment.row`)."""
     ordered = [a for a in assessments if a.claim.kind == "claim"] + [a for a in assessments if a.claim.kind == "check"]

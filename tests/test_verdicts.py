@@ -9,7 +9,18 @@ import pytest
 from scipy import stats as st
 
 from lib import stats
-from lib.verdicts import ALPHA, Claim, _two_sample_power, by_seed, decide, evaluate, holm, table, telescope_effect
+from lib.verdicts import (
+    ALPHA,
+    Claim,
+    _two_sample_power,
+    by_seed,
+    decide,
+    evaluate,
+    holm,
+    table,
+    telescope_effect,
+    what_it_would_take,
+)
 
 VR = dict(measure="variance_ratio", evidence="[paper]")
 
@@ -216,3 +227,15 @@ def test_the_table_shows_ci_power_and_seeds_for_every_tested_row_and_checks_last
     assert rows.verdict.tolist() == ["inconclusive (power 33%; 12 seeds per arm for 80%)", "not measured", "check"]
     vr = rows.iloc[0]
     assert vr.ours.startswith("2 [") and vr.power == "33%" and vr.seeds_needed == "12" and vr.n == "5 vs 5"
+
+
+def test_what_it_would_take_names_the_seeds_the_runs_the_command_and_the_cost():
+    a, b = scaled(np.random.default_rng(5).normal(size=5), 2.0)
+    inconclusive = one(Claim("VR", published=5.9, **VR), a, b)
+    plan = what_it_would_take(inconclusive, "01", seconds_per_run=700.0)
+    assert plan == {"quantity": "VR", "seeds": 12, "runs": 24, "run_hours": pytest.approx(24 * 700 / 3600),
+                    "command": ("python -m lib.dispatch 01 --profile paper -p seeds 12 --backend slurm "
+                                "--max-parallel 20")}
+    assert what_it_would_take(inconclusive, "01")["run_hours"] is None  # the profile's time unknown
+    a, b = scaled(np.random.default_rng(3).normal(size=20), 6.0)
+    assert what_it_would_take(one(Claim("VR", published=5.9, **VR), a, b), "01") is None  # decided already
