@@ -61,22 +61,31 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def config_class(train_fn: Callable) -> type | None:
-    """The config class a training function takes (its ``config`` annotation); None if it takes none."""
+def _config_annotation(train_fn: Callable) -> tuple[type | None, str]:
+    """``(config class, "")`` of a training function, or ``(None, why it has none)``."""
     try:
         hints = typing.get_type_hints(train_fn)
-    except Exception:  # an annotation that does not resolve: not a typed training function
-        return None
+    except (NameError, TypeError, AttributeError) as err:  # an annotation that does not resolve
+        return None, f"its annotations do not resolve ({type(err).__name__}: {err})"
     cls = hints.get("config")
-    return cls if isinstance(cls, type) and dataclasses.is_dataclass(cls) else None
+    if cls is None:
+        return None, "it has no parameter `config` with a type annotation"
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+        return None, f"its `config` is annotated {cls!r}, not a Config dataclass"
+    return cls, ""
+
+
+def config_class(train_fn: Callable) -> type | None:
+    """The config class a training function takes (its ``config`` annotation); None if it takes none."""
+    return _config_annotation(train_fn)[0]
 
 
 def build(train_fn: Callable, values: dict, *, legacy: bool = False) -> Config:
     """The config ``train_fn`` takes, from its record form (``legacy``: from an earlier schema)."""
-    cls = config_class(train_fn)
+    cls, why = _config_annotation(train_fn)
     if cls is None:
-        raise TypeError(f"{getattr(train_fn, '__qualname__', train_fn)} is not a training function: "
-                        "its first parameter must be `config`, annotated with a Config class")
+        raise TypeError(f"{getattr(train_fn, '__qualname__', train_fn)} is not a training function: {why} "
+                        "(its first parameter must be `config`, annotated with a Config class)")
     return (cls.from_legacy if legacy else cls.from_dict)(dict(values))
 
 

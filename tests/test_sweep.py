@@ -199,3 +199,25 @@ def _takes_device(config: _Seed, *, data_root=None, progress=None, device="cpu")
 
 def _holds_device(config: _Seed, *, data_root=None, progress=None) -> dict:
     return {"status": "ok"}
+
+
+def test_a_function_that_is_not_a_training_function_is_refused_saying_why():
+    """lib.config.build names what failed: an annotation that does not resolve, no `config`, or a `config`
+    that is not a Config dataclass."""
+    from lib.config import build
+
+    def unresolved(config: "NoSuchConfig") -> dict:  # noqa: F821
+        return {}
+
+    def untyped(x) -> dict:
+        return {}
+
+    def not_a_config(config: dict) -> dict:
+        return {}
+
+    with pytest.raises(TypeError, match=r"do not resolve \(NameError: name 'NoSuchConfig' is not defined\)"):
+        build(unresolved, {})
+    with pytest.raises(TypeError, match="no parameter `config`"):
+        build(untyped, {})
+    with pytest.raises(TypeError, match="annotated <class 'dict'>, not a Config dataclass"):
+        build(not_a_config, {})
