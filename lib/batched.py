@@ -59,7 +59,7 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, stack_module_state, vmap
 
-from lib.cff import CFFConfig, evaluate_run, layer_losses, new_model, split_indices, train_epochs
+from lib.cff import CFFConfig, evaluate_run, layer_losses, new_model, new_optimizer, split_indices, train_epochs
 from lib.data import get_dataset
 from lib.losses import margin_schedule, margin_supcon
 from lib.models import CFFViT
@@ -203,7 +203,7 @@ def train_cff_seeds(configs: list[CFFConfig], *, data_root: str | None = None, d
     gens = [torch.Generator().manual_seed(c.seed) for c in configs]
     splits = [split_indices(ds, c, g) for c, g in zip(configs, gens)]
     base, params = stack_seeds([new_model(ds, c, device) for c in configs])
-    optimizer = torch.optim.AdamW(params.values(), lr=c0.lr, weight_decay=c0.weight_decay)
+    optimizer = new_optimizer(params.values(), c0)
     margins = margin_schedule(c0.m0, c0.m_last, c0.layers)
     loss_options = dict(margin_mode=c0.margin_mode, stabilizer=c0.stabilizer, temperature=c0.temperature)
     best_states: list[dict | None] = [None] * S

@@ -41,7 +41,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from lib.augment import augment, simclr_views
 from lib.batched import batched_cff_step, stack_seeds
-from lib.cff import CHUNK_TOKENS, CFFConfig, cff_probe, cff_step, new_model, train_cff, two_views
+from lib.cff import CHUNK_TOKENS, CFFConfig, cff_probe, cff_step, new_model, new_optimizer, train_cff, two_views
 from lib.data import DatasetNotFoundError, get_dataset, load_dataset
 from lib.losses import margin_schedule
 from lib.optim import scaled_lr
@@ -93,7 +93,7 @@ def training_step(config: CFFConfig, ds, batch: int, *, chunk_tokens: int = CHUN
     """train_cff's step on one fixed batch: ``(step, views)`` closures and the step's model FLOPs per image."""
     gen = torch.Generator().manual_seed(config.seed)
     model = new_model(ds, config)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    optimizer = new_optimizer(model.parameters(), config)
     margins = margin_schedule(config.m0, config.m_last, config.layers)
     x, y = ds.x_train[:batch], ds.y_train[:batch]
     labels = torch.cat([y, y])
@@ -325,10 +325,10 @@ def gpu_cell_rates(ds, *, seeds: int = 7, batch: int = 512, repeat: int = 5, dev
         return run
 
     model = new_model(ds, configs[0], device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=configs[0].lr)
+    optimizer = new_optimizer(model.parameters(), configs[0])
     one_s = timed(sync(lambda: cff_step(model, optimizer, views[0], labels[0], margins, **kw)), repeat=repeat)
     base, params = stack_seeds([new_model(ds, c, device) for c in configs])
-    stacked_optimizer = torch.optim.AdamW(params.values(), lr=configs[0].lr)
+    stacked_optimizer = new_optimizer(params.values(), configs[0])
     cell_s = timed(sync(lambda: batched_cff_step(base, params, stacked_optimizer, views, labels, margins, **kw)),
                    repeat=repeat)
     return dict(seeds=seeds, batch=batch, one_seed_images_per_s=batch / one_s,

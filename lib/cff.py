@@ -196,6 +196,13 @@ def new_model(ds: ImageDataset, c: CFFConfig, device: str | torch.device = "cpu"
                   heads=c.heads, layers=c.layers, init=c.init).to(device)
 
 
+def new_optimizer(parameters, c: CFFConfig) -> torch.optim.AdamW:
+    """The run's optimiser: AdamW at ``c.lr`` and ``c.weight_decay`` over ``parameters`` (one model's, or a
+    cell's stacked ones: AdamW acts element by element, so one optimiser over all equals one per layer, as
+    CFF has, and one per seed, as lib.batched needs)."""
+    return torch.optim.AdamW(parameters, lr=c.lr, weight_decay=c.weight_decay)
+
+
 def input_normalization(ds: ImageDataset, c: CFFConfig) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """The per-channel (mean, std) the run's inputs are normalised with (``c.normalization``)."""
     info = DATASETS[ds.name]
@@ -380,7 +387,7 @@ def train_cff(config: CFFConfig, *, data_root: str | None = None, device: str = 
     gen = torch.Generator().manual_seed(c.seed)    # split, data order, augmentation, probe
     train_idx, val_idx = split_indices(ds, c, gen)
     model = new_model(ds, c, device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=c.lr, weight_decay=c.weight_decay)
+    optimizer = new_optimizer(model.parameters(), c)
     margins = margin_schedule(c.m0, c.m_last, c.layers)
     loss_options = dict(margin_mode=c.margin_mode, stabilizer=c.stabilizer, temperature=c.temperature)
     best: dict = {}
