@@ -96,6 +96,9 @@ def planned_configs(study: Study, profile: str, datasets: set[str] | None = None
     return configs
 
 
+_ABSENT = object()  # a config key a run does not have
+
+
 def _shown(value) -> str:
     """A config value as a banner shows it: JSON for lists and dicts, cut at 40 characters."""
     text = "(absent)" if value is _ABSENT else json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) \
@@ -110,8 +113,6 @@ def _order(shown: str):
     except ValueError:
         return (1, 0.0, shown)
 
-
-_ABSENT = object()
 
 
 def setting_changes(old: list[dict], new: list[dict]) -> list[str]:
