@@ -86,10 +86,12 @@ class Coverage:
         return f"{progress}; its shipped tables come from superseded settings ({commits}): {what}."
 
 
-def planned_configs(study: Study, profile: str, datasets: set[str] | None = None) -> list[dict]:
-    """The run configs of ``study``'s notebook defaults at ``profile`` (no data loaded); with ``datasets``,
-    those of a study that narrows its plan to the data found (``check_data``) kept to these datasets."""
-    settings, _ = resolve_command(study, profile=profile, parameters={})
+def planned_configs(study: Study, profile: str, datasets: set[str] | None = None,
+                    parameters: dict | None = None) -> list[dict]:
+    """The run configs of ``study``'s notebook defaults at ``profile`` (no data loaded), or of ``parameters``
+    changed from them; with ``datasets``, those of a study that narrows its plan to the data found
+    (``check_data``) kept to these datasets."""
+    settings, _ = resolve_command(study, profile=profile, parameters=dict(parameters or {}))
     configs = list(study.module.plan(settings))
     if study.check_data is not None and datasets is not None:
         configs = [c for c in configs if as_dict(c).get("dataset") in datasets]
@@ -157,6 +159,25 @@ def coverage(study: str | Study, profile: str = "cpu", results_dir: str | Path =
                     changes=setting_changes(superseded, list(planned.values())) if superseded else [])
 
 
+def experiment(study: str | Study, profile: str, parameters: dict, results_dir: str | Path = "results") -> dict:
+    """What running ``study`` at ``profile`` with ``parameters`` (e.g. ``{"seeds": 12}``) would cost: the
+    ``planned`` runs, the ``new`` ones among them (not recorded yet), the median ``seconds_per_run`` of the
+    recorded runs of that plan (None without any: a superseded setting's time would mislead) and the
+    ``run_hours`` of the new runs (None when unknown)."""
+    study = study if isinstance(study, Study) else find_study(study)
+    results = Path(results_dir) if Path(results_dir).is_absolute() else PROJECT_ROOT / results_dir
+    store = ResultsStore(results, study.name, profile)
+    records = {r["run_id"]: r for r in store.records()}
+    datasets = {r["config"].get("dataset") for r in records.values()} or None
+    planned = {store.run_id(c) for c in planned_configs(study, profile, datasets, parameters)}
+    new = sum(1 for run_id in planned if records.get(run_id, {}).get("status") not in FINISHED_STATUSES)
+    walls = sorted(records[run_id]["timings"]["wall_s"] for run_id in planned
+                   if records.get(run_id, {}).get("timings", {}).get("wall_s"))
+    seconds = walls[len(walls) // 2] if walls else None
+    return {"planned": len(planned), "new": new, "seconds_per_run": seconds,
+            "run_hours": None if seconds is None else new * seconds / 3600}
+
+
 def readme_lines(profile: str = "cpu", results_dir: str | Path = "results") -> list[str]:
     """One README line per study: its banner, or that its shipped tables are today's plan."""
     lines = []
@@ -167,19 +188,24 @@ def readme_lines(profile: str = "cpu", results_dir: str | Path = "results") -> l
     return lines
 
 
-def readme_block(text: str) -> str:
-    """The README's coverage block (between its markers), or "" where it has none."""
-    match = re.search(re.escape(README_BEGIN) + r"\n(.*?)" + re.escape(README_END), text, flags=re.S)
+def readme_block(text: str, begin: str = README_BEGIN, end: str = README_END) -> str:
+    """A generated block of the README (between its markers ``begin`` and ``end``), or "" where it has none."""
+    match = re.search(re.escape(begin) + r"\n(.*?)" + re.escape(end), text, flags=re.S)
     return match.group(1) if match else ""
 
 
-def write_readme(profile: str = "cpu") -> None:
+def write_readme_block(lines: list[str], begin: str = README_BEGIN, end: str = README_END) -> None:
+    """Put ``lines`` between the README's markers ``begin`` and ``end`` (which it must have)."""
     text = README.read_text(encoding="utf-8")
-    if README_BEGIN not in text:
-        raise SystemExit(f"README.md has no {README_BEGIN!r} marker")
-    new = "\n".join(readme_lines(profile)) + "\n"
-    README.write_text(text.replace(readme_block(text), new, 1) if readme_block(text) else
-                      text.replace(README_BEGIN + "\n", README_BEGIN + "\n" + new, 1), encoding="utf-8")
+    if begin not in text or end not in text:
+        raise SystemExit(f"README.md has no {begin!r} ... {end!r} markers")
+    new = "\n".join(lines) + "\n"
+    old = readme_block(text, begin, end)
+    README.write_text(text.replace(begin + "\n" + old + end, begin + "\n" + new + end, 1), encoding="utf-8")
+
+
+def write_readme(profile: str = "cpu") -> None:
+    write_readme_block(readme_lines(profile))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,17 +3,21 @@
     python -m lib.report                      # from results/ as the notebooks left it
     python -m lib.report --results-dir other
     python -m lib.report --output-dir /tmp/page   # the same page written elsewhere (links point back)
+    python -m lib.report --readme                 # also the README's list of central claims
 
-The page opens with a summary: one row per study (its strongest profile), with the study's question
-(``QUESTION`` in its module), its headline finding (the verdict-table row named by the module's
-``HEADLINE``, read at render time) and its verdicts counted by kind (:data:`KINDS`, coloured badges),
-each row linking to its section. Then, for each rendered notebook
-``results/notebooks/<study>_<profile>.ipynb``, a section: where its records came from (profile, data,
-runs, the git commit of each run: :func:`commit_statement`, and the machines:
-:func:`machine_statement`), its paper-vs-reproduced table
-(``results/tables/<study>_<profile>_paper_vs_reproduced.csv``: our number, theirs, the evidence tag, the
-verdict), its key figure (the image output of the cell tagged ``key-figure``, else the notebook's first
-image, written to ``figures/`` beside the page) and links to the rendered notebook. Variants (runs with
+The page opens with a summary: one row per study, from the strongest profile whose plan is fully recorded
+(:func:`summary_profile`), with the study's question (``QUESTION`` in its module), its central claim (the
+verdict-table row named by the module's ``HEADLINE``: ours with its CI, the paper's value, the verdict and the
+power) and its rows counted by verdict (:data:`KINDS`, the grammar of ``lib.verdicts``; our checks apart);
+then "What it would take" (:func:`to_decide`): every inconclusive claim with the seeds per arm for 80% power and
+the commands that would run them, with their cost from the measured time per run. Then, for each rendered
+notebook ``results/notebooks/<study>_<profile>.ipynb``, a section: where its records came from (profile, data,
+runs, the git commit of each run: :func:`commit_statement`, and the machines: :func:`machine_statement`), its
+paper-vs-reproduced table (``results/tables/<study>_<profile>_paper_vs_reproduced.csv``, written by
+``lib.verdicts.table``: ours with its CI, the paper's, the evidence tag, seeds, power, seeds needed, Holm p,
+verdict; a table written before the engine is shown apart and never counted), its key figure (the image
+output of the cell tagged ``key-figure``, else the notebook's first image, written to ``figures/`` beside the
+page) and links to the rendered notebook. Variants (runs with
 other parameters than their profile's, under ``results/variants/<variant>/``) are not the project's
 results: they are listed on a page of their own, ``results/variants/index.html``, with links to their
 renders, so that a user's experiment never changes the shipped page. The
@@ -36,7 +40,8 @@ import nbformat
 import pandas as pd
 
 from lib import PROJECT_ROOT
-from lib.coverage import coverage
+from lib.coverage import coverage, experiment, write_readme_block
+from lib.params import ParameterError
 from lib.render import stamp
 from lib.results import VARIANTS_DIR, ResultsStore, atomic_write_text
 from lib.studies import STUDIES
@@ -45,39 +50,21 @@ RENDERED = re.compile(r"^(?P<study>\d\d_[a-z0-9_]+?)_(?P<profile>smoke|quick|cpu
 PROFILE_ORDER = ("paper", "cpu", "quick", "smoke")  # the strongest evidence first
 STUDY_SPEC = PROJECT_ROOT / "docs" / "studies.md"  # the studies' claims and evidence tags, in the repository
 
-# The kinds of verdict, in the summary's order: CSS class -> label. "note" rows test no published claim
-# (our own checks and descriptions); "other" is a verdict that no rule below knows, shown, never dropped.
+# The verdicts of lib.verdicts' grammar, in the summary's order: CSS class -> label. "superseded" marks every row
+# of a table written before the engine (a cpu table of superseded settings, until its re-run lands): its words
+# are not the grammar's, so the page shows them apart and never counts them.
 KINDS = {
     "reproduced": "reproduced",
-    "direction": "direction only",
-    "not-reproduced": "not reproduced at this scale",
+    "smaller": "reproduced, smaller",
+    "contradicted": "contradicted",
+    "not-reproduced": "not reproduced",
+    "inconclusive": "inconclusive",
     "not-measured": "not measured",
-    "note": "note",
-    "other": "other",
+    "check": "check (ours)",
+    "superseded": "written before the verdict engine",
 }
-# How the study modules' verdict texts begin (lib/studies/*.py, their paper_vs_reproduced), matched in
-# order on the lower-cased verdict: a more specific start comes before a general one.
-VERDICT_RULES = (
-    # a claim the runs could not test: also where the losses compared train alike (study 5, InfoNCE at its ceiling)
-    (r"not measured|not run|not tested|skipped|not testable|not measurable", "not-measured"),
-    (r"direction reproduced, significant", "reproduced"),
-    (r"direction reproduced \(lower under clamp\), magnitude close", "reproduced"),  # significant by then
-    (r"reproduced|magnitude reproduced|close \(within|consistent:|excludes 1, as published|seen:", "reproduced"),
-    (r"not reproduced|direction not reproduced|not seen|lower: not reproduced", "not-reproduced"),
-    (r"includes 1: not reproduced", "not-reproduced"),
-    (r"excludes 1, opposite side|differs|higher(;|$)", "not-reproduced"),  # higher: an accuracy above the paper's
-    (r"contradicted|every dataset with car >= 50% shows significant inflation", "not-reproduced"),
-    (r"significant inflation, but at an end|below [\d.]+x and", "not-reproduced"),
-    (r"direction|partly:|rise reproduced|smaller than at|larger than the published|below [\d.]+x, still growing",
-     "direction"),
-    (r"spans|the small-r form|stop-gradient alone is not enough|stop-gradient still prevents", "note"),
-    (r"the mechanism carries over|mixed: see", "note"),
-    # [ours] checks against our own expectation: detach against direct, the positive-pair density
-    (r"identical twins|differ through floating point|differ by more than floating point|expected at this batch size",
-     "note"),
-)
-# Study 3 prefixes a verdict whose nearest level is far from the published accuracy; the verdict follows it.
-CAVEAT = re.compile(r"^no level at this relative accuracy \([^)]*\); ")
+CLAIM_KINDS = ("reproduced", "smaller", "contradicted", "not-reproduced", "inconclusive", "not-measured")
+
 
 STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 80rem; margin: 0.8rem auto; padding: 0 0.8rem; color: #222;
@@ -91,16 +78,20 @@ table.summary { width: 100%; font-size: 0.85rem; } .summary td.study { white-spa
 .summary th.q { width: 30%; } .summary th.finding { width: 36%; } .summary th.verdicts { width: 22%; }
 .badge { display: inline-block; border-radius: 0.6rem; padding: 0 0.45rem; margin: 0.1rem 0.1rem 0.1rem 0;
   font-size: 0.78rem; white-space: nowrap; border: 1px solid transparent; }
-.badge.reproduced { background: #1a7f37; color: #fff; } .badge.direction { background: #f2c744; color: #222; }
-.badge.not-reproduced { background: #c62828; color: #fff; } .badge.not-measured { background: #d5d8dc; color: #222; }
-.badge.note { background: #dbe9f6; color: #1b3a57; }
+.badge.reproduced { background: #1a7f37; color: #fff; } .badge.smaller { background: #8bc34a; color: #222; }
+.badge.contradicted { background: #c62828; color: #fff; } .badge.not-reproduced { background: #ef9a9a; color: #222; }
+.badge.inconclusive { background: #f2c744; color: #222; } .badge.not-measured { background: #d5d8dc; color: #222; }
+.badge.check { background: #dbe9f6; color: #1b3a57; } .badge.superseded { background: #fff; color: #777;
+  border-color: #bbb; }
 .stale { background: #fff4e5; border-left: 4px solid #e67e22; padding: 0.25rem 0.5rem; margin: 0.2rem 0 0.4rem;
   font-size: 0.85rem; }
-.badge.other { background: #fff; color: #6a1b9a; border-color: #6a1b9a; }
-tr.reproduced td.verdict { border-left: 5px solid #1a7f37; } tr.direction td.verdict { border-left: 5px solid #f2c744; }
-tr.not-reproduced td.verdict { border-left: 5px solid #c62828; }
+tr.reproduced td.verdict { border-left: 5px solid #1a7f37; } tr.smaller td.verdict { border-left: 5px solid #8bc34a; }
+tr.contradicted td.verdict { border-left: 5px solid #c62828; }
+tr.not-reproduced td.verdict { border-left: 5px solid #ef9a9a; }
+tr.inconclusive td.verdict { border-left: 5px solid #f2c744; }
 tr.not-measured td.verdict { border-left: 5px solid #d5d8dc; }
-tr.note td.verdict { border-left: 5px solid #dbe9f6; } tr.other td.verdict { border-left: 5px solid #6a1b9a; }
+tr.check td.verdict { border-left: 5px solid #dbe9f6; } tr.superseded td { color: #666; }
+tr.check td { background: #fafcff; }
 @media (max-width: 40rem) {
   h1 { font-size: 1.1rem; } .summary td.q { display: none; }  /* the question opens each study's section */
   table.summary, table.summary tbody, table.summary tr, table.summary td { display: block; width: auto; }
@@ -118,9 +109,12 @@ tr.note td.verdict { border-left: 5px solid #dbe9f6; } tr.other td.verdict { bor
 
 
 def verdict_kind(verdict: str) -> str | None:
-    """The kind (a key of :data:`KINDS`) of a verdict a study module wrote; None when no rule knows it."""
-    text = CAVEAT.sub("", verdict.strip().lower())
-    return next((kind for pattern, kind in VERDICT_RULES if re.match(pattern, text)), None)
+    """The CSS class (a key of :data:`KINDS`) of a verdict in lib.verdicts' grammar; None for other words."""
+    text = verdict.strip()
+    if text.startswith("inconclusive"):
+        return "inconclusive"
+    return {"reproduced": "reproduced", "reproduced, smaller": "smaller", "contradicted": "contradicted",
+            "not reproduced": "not-reproduced", "not measured": "not-measured", "check": "check"}.get(text)
 
 
 def rendered_notebooks(results: Path) -> list[tuple[str, str, Path]]:
@@ -255,33 +249,49 @@ def commit_statement(commits: list[tuple[str, bool, int]]) -> str:
 
 
 def verdicts(results: Path, study: str, profile: str) -> pd.DataFrame | None:
-    """The study's paper-vs-reproduced table with each verdict's ``kind`` ("other" for an unknown one);
-    None when the notebook wrote none."""
+    """The study's paper-vs-reproduced table with each row's CSS class ``css`` (:data:`KINDS`); None when the
+    notebook wrote none. A table written before the verdict engine (no ``power`` column) is ``superseded``
+    throughout."""
     path = results / "tables" / f"{study}_{profile}_paper_vs_reproduced.csv"
     if not path.exists():
         return None
     frame = pd.read_csv(path, dtype=str).fillna("")
-    frame["kind"] = [verdict_kind(v) or "other" for v in frame.verdict]
+    engine = "power" in frame and "kind" in frame
+    frame["css"] = [(verdict_kind(v) or "superseded") if engine else "superseded" for v in frame.verdict]
     return frame
 
 
+def engine_written(frame: pd.DataFrame | None) -> bool:
+    return frame is not None and len(frame) > 0 and (frame.css != "superseded").all()
+
+
 def badges(frame: pd.DataFrame) -> str:
-    """The verdicts counted by kind, one coloured badge per kind present, in :data:`KINDS` order."""
-    counts = frame.kind.value_counts()
-    return " ".join(f'<span class="badge {kind}" title="{counts[kind]} verdict(s): {label}">{label} {counts[kind]}'
+    """The claims' verdicts counted by kind, one coloured badge per kind present (:data:`KINDS` order); the checks
+    counted apart."""
+    counts = frame.css.value_counts()
+    return " ".join(f'<span class="badge {kind}" title="{counts[kind]} row(s): {label}">{label} {counts[kind]}'
                     "</span>" for kind, label in KINDS.items() if kind in counts)
 
 
+def headline_row(frame: pd.DataFrame | None, module) -> pd.Series | None:
+    """The row of the study's central claim (its module's ``HEADLINE``); None without it."""
+    if frame is None or module is None:
+        return None
+    named = frame[frame.quantity.str.startswith(module.HEADLINE)]
+    return named.iloc[0] if len(named) else None
+
+
 def headline(frame: pd.DataFrame, module) -> str:
-    """The study's headline finding: the row its module names (``HEADLINE``). A table without that row (one
-    written before the row existed) gets no badge: a badge never comes from another row."""
-    named = frame[frame.quantity.str.startswith(module.HEADLINE)] if module is not None else frame.iloc[:0]
-    if not len(named):
+    """The study's central claim: its verdict, ours with the CI, the paper's, the power and the seeds. A table
+    without that row gets no badge: a badge never comes from another row."""
+    row = headline_row(frame, module)
+    if row is None:
         return (f'<span class="meta">this table has no headline row'
                 f'{f" ({html.escape(module.HEADLINE)})" if module is not None else ""}</span>')
-    row = named.iloc[0]
-    return (f'<span class="badge {row.kind}" title="{html.escape(row.verdict)}">{KINDS[row.kind]}</span> '
-            f"{html.escape(row.quantity)}: <b>{html.escape(row.ours)}</b> (paper: {html.escape(row.paper)})")
+    power = (f'; power {html.escape(row.power)} at the paper\'s value, {html.escape(row.n)} seeds'
+             if row.get("power", "–") not in ("", "–") else "")
+    return (f'<span class="badge {row.css}" title="{html.escape(row.verdict)}">{html.escape(row.verdict)}</span> '
+            f"{html.escape(row.quantity)}: <b>{html.escape(row.ours)}</b> (paper: {html.escape(row.paper)}){power}")
 
 
 def study_module(study: str):
@@ -294,37 +304,104 @@ def title(study: str) -> str:
     return study.replace("_", " ")
 
 
-def summary(results: Path, found: list[tuple[str, str, Path]]) -> str:
-    """One row per study, from its strongest profile: question, headline finding, verdict counts, links."""
+def profiles_by_study(found: list[tuple[str, str, Path]]) -> dict[str, list[str]]:
+    """study -> its rendered profiles, strongest first (:func:`rendered_notebooks`' order)."""
     profiles: dict[str, list[str]] = {}
     for study, profile, _ in found:
         profiles.setdefault(study, []).append(profile)
-    rows = []
-    for study, (shown, *others) in profiles.items():
-        module = study_module(study)
-        frame = verdicts(results, study, shown)
-        also = "".join(f' · also <a href="#{study}_{p}">{p}</a>' for p in others)
-        stale = coverage(study, shown, results).short() if module is not None else None
-        stale = f'<div class="stale">{html.escape(stale)}</div>' if stale else ""
+    return profiles
 
+
+def summary_profile(results: Path, study: str, profiles: list[str]) -> str:
+    """The profile the summary shows: the strongest whose plan is fully recorded and whose verdicts the engine
+    wrote, else the strongest whose plan is fully recorded, else the strongest one rendered."""
+    module = study_module(study)
+    if module is None:
+        return profiles[0]
+    current = [p for p in profiles if coverage(study, p, results).current]
+    return next((p for p in current if engine_written(verdicts(results, study, p))), (current or profiles)[0])
+
+
+def summary(results: Path, found: list[tuple[str, str, Path]]) -> str:
+    """One row per study, from :func:`summary_profile`: question, the central claim's verdict with its CI and
+    power, the claims' verdicts counted by kind, links."""
+    profiles = profiles_by_study(found)
+    rows = []
+    for study, rendered in profiles.items():
+        module = study_module(study)
+        shown = summary_profile(results, study, rendered)
+        frame = verdicts(results, study, shown)
+        others = [p for p in rendered if p != shown]
+        also = "".join(f' · also <a href="#{study}_{p}">{p}</a>' for p in others)
+        notes = [coverage(study, p, results).short() for p in rendered if module is not None]
+        stale = "".join(f'<div class="stale">{html.escape(n)}</div>' for n in notes if n)
         rows.append(
             f'<tr class="study" id="summary-{study}"><td class="study"><a href="#{study}_{shown}">'
             f'{html.escape(title(study))}</a><div class="meta">{shown}{also}</div></td>'
             f'<td class="q">{html.escape(module.QUESTION) if module is not None else ""}</td>'
-            f'<td class="finding">{stale}'
-            f'{headline(frame, module) if frame is not None and len(frame) else "no verdicts"}</td>'
+            f'<td class="finding">{headline(frame, module) if frame is not None and len(frame) else "no verdicts"}'
+            f'{stale}</td>'
             f'<td class="verdicts">{badges(frame) if frame is not None else ""}</td></tr>')
-    return ('<table class="summary"><tr><th>study</th><th class="q">question</th><th class="finding">headline finding '
-            '(ours, and the paper\'s)</th><th class="verdicts">verdicts</th></tr>' + "".join(rows) + "</table>")
+    return ('<table class="summary"><tr><th>study</th><th class="q">question</th><th class="finding">central claim '
+            '(ours with its 95% CI, the paper\'s, the power to see it)</th><th class="verdicts">all rows</th></tr>'
+            + "".join(rows) + "</table>")
+
+
+def study_number(study: str) -> str:
+    return study.split("_", 1)[0]
+
+
+def to_decide(results: Path, found: list[tuple[str, str, Path]]) -> str:
+    """The experiments that would decide the inconclusive claims of the summary: per claim the seeds per arm
+    for 80% power at the published value, the command at the scale of the verdict (its new runs and their
+    cost from the measured time per run of that plan) and at the paper's."""
+    profiles = profiles_by_study(found)
+    rows = []
+    for study, rendered in profiles.items():
+        shown = summary_profile(results, study, rendered)
+        frame = verdicts(results, study, shown)
+        if not engine_written(frame):
+            continue
+        for _, row in frame[frame.css == "inconclusive"].iterrows():
+            if row.seeds_needed in ("", "–"):
+                continue
+            parameters = {name: int(row.seeds_needed) for name in row.seeds_parameters.split(",")}
+            options = " ".join(f"-p {html.escape(name)} {row.seeds_needed}" for name in parameters)
+            cells = []
+            for profile in dict.fromkeys((shown, "paper")):
+                try:
+                    cost = experiment(study, profile, parameters, results)
+                except ParameterError as error:  # e.g. more seeds than the dispatcher allows
+                    cells.append(f'<span class="meta">not a practical experiment: {html.escape(str(error))}</span>')
+                    continue
+                hours = ("time per run unknown (no records of this plan)" if cost["run_hours"] is None else
+                         f"≈ {cost['run_hours']:.3g} run-hours at {cost['seconds_per_run']:.0f} s per run")
+                cells.append(f"<code>python -m lib.dispatch {study_number(study)} --profile {profile} "
+                             f"{options}</code>"
+                             f'<div class="meta">{cost["new"]} new runs of {cost["planned"]}; {hours}</div>')
+            rows.append(f'<tr><td class="study">{html.escape(title(study))} · {shown}</td>'
+                        f"<td>{html.escape(row.quantity)}</td><td>{html.escape(row.power)} with {html.escape(row.n)}"
+                        f"</td><td>{html.escape(row.seeds_needed)}</td><td>{cells[0]}</td>"
+                        f"<td>{cells[-1] if len(cells) > 1 else 'the same'}</td></tr>")
+    if not rows:
+        return ""
+    return ('<h2 id="to-decide">What it would take</h2><p class="meta">Each inconclusive claim above, and the '
+            "experiment that would decide it: the seeds per arm for 80% power at the paper's value (α = 0.05, "
+            "two-sided; the power functions are in <code>lib/verdicts.py</code>), the command at the scale of the "
+            "verdict and at the paper's (add <code>--backend slurm</code> on a cluster). Run-hours count one run at "
+            "a time; divide by the runs in parallel.</p><div class=\"scroll\"><table class=\"decide\"><tr>"
+            "<th>study</th><th>claim</th><th>power now</th><th>seeds per arm for 80%</th><th>at this scale</th>"
+            "<th>at the paper's scale</th></tr>" + "".join(rows) + "</table></div>")
 
 
 def verdict_table(frame: pd.DataFrame | None) -> str:
     if frame is None:
         return "<p>No paper-vs-reproduced table was written for this run.</p>"
-    columns = [c for c in ("quantity", "ours", "paper", "evidence", "verdict") if c in frame]
+    columns = [c for c in ("quantity", "ours", "paper", "evidence", "n", "power", "seeds_needed", "p_holm",
+                           "verdict") if c in frame]
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     rows = "".join(
-        f'<tr class="{row.kind}">'
+        f'<tr class="{row.css}">'
         + "".join(f'<td class="{c}" data-label="{c}">{html.escape(row[c])}</td>' for c in columns) + "</tr>"
         for _, row in frame.iterrows())
     return f'<div class="scroll"><table class="verdicts"><tr>{head}</tr>{rows}</table></div>'
@@ -356,6 +433,9 @@ def section(results: Path, page_dir: Path, study: str, profile: str, notebook: P
         parts.append(f"<p><b>Question.</b> {html.escape(module.QUESTION)}</p>")
     if frame is not None:
         parts.append(f'<p class="meta">Verdicts: {badges(frame)}</p>')
+    if frame is not None and not engine_written(frame):
+        parts.append('<p class="meta">This table was written before the verdict engine: its words are not the '
+                     "grammar of the others and nothing here counts it.</p>")
     parts.append(verdict_table(frame))
     if figure is not None:
         parts.append(f'<img src="{href(figure, page_dir)}" alt="key figure of {html.escape(study)} ({profile})">')
@@ -390,11 +470,18 @@ def write_index(results_dir: str | Path = "results", output_dir: str | Path | No
 <style>{STYLE}</style></head>
 <body><h1>Contrastive training dynamics: paper against reproduced</h1>
 {summary(results, found) if found else ""}
-<p class="meta">One row per study, from its strongest profile, linking to its section below. Verdicts are
-counted by kind (a <i>note</i> is our own check, no published claim). Every study's claims and the evidence tags
-([paper] the paper's text, [code] its public code, [summary] secondary summaries, [ours] our decision) are in
+<p class="meta">One row per study, from its strongest profile whose plan is fully recorded, linking to its section
+below. The verdicts follow one grammar
+(<a href="{href(PROJECT_ROOT / "docs" / "verdicts.md", page_dir)}">docs/verdicts.md</a>):
+<i>reproduced</i> (significant after Holm, in the paper's direction, the CI reaching its value), <i>reproduced,
+smaller</i>, <i>contradicted</i>, <i>not reproduced</i> (a null the design could have seen),
+<i>inconclusive</i> (power below 80% at the paper's value), <i>not measured</i>; a <i>check</i> is our own
+(an identity, a simulation, a description) and never counts as a reproduction. Every study's claims and the
+evidence tags ([paper] the paper's text, [code] its public code, [summary] secondary summaries, [ours] our
+decision) are in
 <a href="{href(STUDY_SPEC, page_dir)}">docs/studies.md</a>. Your own variants (runs with other parameters)
 are never listed here: <code>{VARIANTS_DIR}/index.html</code> beside this page lists them, unversioned.</p>
+{to_decide(results, found) if found else ""}
 {body}
 </body></html>
 """
@@ -424,12 +511,41 @@ def write_variants_index(results: Path, page_dir: Path) -> Path | None:
     return index
 
 
+README_VERDICTS_BEGIN = "<!-- verdicts: begin (python -m lib.report --readme) -->"
+README_VERDICTS_END = "<!-- verdicts: end -->"
+
+
+def readme_verdict_lines(results_dir: str | Path = "results") -> list[str]:
+    """One README line per study, from the tables the summary shows (:func:`summary_profile`): the central
+    claim, ours with its CI against the paper's, its verdict, and the other rows counted by kind."""
+    results = Path(results_dir) if Path(results_dir).is_absolute() else PROJECT_ROOT / results_dir
+    found = rendered_notebooks(results)
+    profiles = profiles_by_study(found)
+    lines = []
+    for study, rendered in profiles.items():
+        shown = summary_profile(results, study, rendered)
+        frame, module = verdicts(results, study, shown), study_module(study)
+        row = headline_row(frame, module)
+        if row is None:
+            lines.append(f"- **{title(study)}** (`{shown}`): no verdict table with its central claim yet.")
+            continue
+        counts = frame.css.value_counts()
+        listed = ", ".join(f"{KINDS[k]} {counts[k]}" for k in KINDS if k in counts and k != "check")
+        checks = f"; {counts['check']} checks of our own" if "check" in counts else ""
+        lines.append(f"- **{title(study)}** (`{shown}`): {row.quantity}: {row.ours} against the paper's {row.paper}: "
+                     f"*{row.verdict}*. All claims: {listed}{checks}.")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--results-dir", default="results", help="relative to the project root")
     parser.add_argument("--output-dir", help="where the page and its figures go (default: the results folder)")
+    parser.add_argument("--readme", action="store_true", help="also write the README's list of central claims")
     args = parser.parse_args(argv)
     print(write_index(args.results_dir, args.output_dir))
+    if args.readme:
+        write_readme_block(readme_verdict_lines(args.results_dir), README_VERDICTS_BEGIN, README_VERDICTS_END)
     return 0
 
 

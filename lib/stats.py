@@ -122,9 +122,15 @@ def variance_ratio_test(a, b) -> VarianceRatio:
     if vb == 0.0:
         raise ValueError("b has zero variance; Var(a)/Var(b) is undefined")
     ratio = float(va / vb)
-    dfa, dfb = a.size - 1, b.size - 1
-    p = 2.0 * min(_st.f.cdf(ratio, dfa, dfb), _st.f.sf(ratio, dfa, dfb))
-    return VarianceRatio(ratio=ratio, df_a=int(dfa), df_b=int(dfb), p_value=float(min(1.0, p)))
+    return VarianceRatio(ratio=ratio, df_a=a.size - 1, df_b=b.size - 1, p_value=variance_ratio_p(ratio, a.size, b.size))
+
+
+def variance_ratio_p(ratio: float, n_a: int, n_b: int) -> float:
+    """The two-sided F-test's p of a variance ratio from ``n_a`` and ``n_b`` observations:
+    ``min(1, 2 min(F.cdf, F.sf))`` on df (n_a - 1, n_b - 1) (e.g. a published ratio, re-read with
+    another count of observations)."""
+    dfa, dfb = n_a - 1, n_b - 1
+    return float(min(1.0, 2.0 * min(_st.f.cdf(ratio, dfa, dfb), _st.f.sf(ratio, dfa, dfb))))
 
 
 # --------------------------------------------------------------------------- Levene

@@ -15,6 +15,8 @@ assessment its verdict, from the numbers alone, in the same grammar for every st
 3. p (Holm) < 0.05, on the published side of the null, the CI reaching the published value → *reproduced*
 4. p (Holm) < 0.05, on the published side, the CI short of it → *reproduced, smaller*
 5. p (Holm) < 0.05, on the other side → *contradicted*
+   (a published "no difference", measure ``equivalence``: the TOST significant → *reproduced*; else the
+   whole CI beyond ±margin → *contradicted*; else by power as in 6–7)
 6. not significant, and power ≥ 0.8 at the published value or the CI excludes it → *not reproduced*
 7. otherwise → *inconclusive (power P%)*, with the seeds per arm that would give 80%
 
@@ -30,6 +32,13 @@ The measures (:data:`MEASURES`), each with its test, CI and power (α = 0.05, tw
 - ``one_sample`` mean of per-seed values against the null (a paired difference such as trained - initial
   AUROC, a per-seed slope): the one-sample t-test and interval; power by the noncentral t
   (statsmodels ``TTestPower``).
+- ``vr_contrast`` one variance ratio against others (study 2's reversal: VR on one dataset over the geometric
+  mean of the VRs on the others): C = log VR_0 - mean_k log VR_k, with the normal-theory variance of a log
+  variance ratio, Var(log VR) ≈ 2/(n_a - 1) + 2/(n_b - 1) (Bartlett & Kendall 1946) [ours: a large-sample
+  approximation]; z-test, CI exp(C ± 1.96·SE), power by the normal approximation (:func:`evaluate_contrast`).
+- ``equivalence`` a published "no difference" in means: the TOST (two one-sided Welch tests, Schuirmann 1987)
+  against ±``margin``, the difference that matters [ours, named by the study]; the CI shown is Welch's 95%
+  interval of the difference; power of the TOST at the published difference with the pooled SD taken as known.
 
 Beside the verdict, the small-telescope reading (Simonsohn 2015) where the original design is known
 (``published_n``): the effect that design detects with 33% power, and whether our CI lies wholly short
@@ -48,14 +57,14 @@ from scipy import stats as _st
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestIndPower, TTestPower
 
-from lib.stats import seeds_for_variance_ratio, variance_ratio_power
+from lib.stats import seeds_for_variance_ratio, variance_ratio_p, variance_ratio_power
 
 ALPHA = 0.05  # two-sided, for every test, CI and power here
 TARGET_POWER = 0.8  # "the design could have seen it"; also the seeds-needed target
 TELESCOPE_POWER = 0.33  # Simonsohn's small telescope: the effect the original design saw with 33% power
-MEASURES = ("variance_ratio", "mean_difference", "ratio", "one_sample")
-TWO_ARMS = ("variance_ratio", "mean_difference", "ratio")
-RATIO_SCALE = ("variance_ratio", "ratio")  # compared on the log scale; null 1
+MEASURES = ("variance_ratio", "mean_difference", "ratio", "one_sample", "equivalence", "vr_contrast")
+TWO_ARMS = ("variance_ratio", "mean_difference", "ratio", "equivalence")
+RATIO_SCALE = ("variance_ratio", "ratio", "vr_contrast")  # compared on the log scale; null 1
 KINDS = ("claim", "check")
 VERDICTS = ("reproduced", "reproduced, smaller", "contradicted", "not reproduced", "inconclusive", "not measured",
             "check")
@@ -67,14 +76,19 @@ class Claim:
 
     quantity: str  # what the verdict table calls it, e.g. "VR = Var(clamp) / Var(subtract)"
     measure: str  # one of MEASURES
-    published: float  # the paper's value, in the measure's units (a ratio, a difference, a mean)
+    published: float | None  # the paper's value in the measure's units (None only for a check without one)
     evidence: str = "[paper]"  # where the published value comes from: [paper], [code], [summary]
     family: str = ""  # claims whose p-values are Holm-corrected together
     null: float | None = None  # default: 1 for ratios, 0 otherwise
     kind: str = "claim"  # "check": ours (an identity, a simulation of a theorem), never a reproduction
     published_n: tuple[int, int] | int | None = None  # the original design's seeds (per arm), if known
+    margin: float | None = None  # equivalence only: the difference that matters, ±margin [ours]
+    published_text: str = ""  # the paper's value as the table shows it, when a number alone misleads
+    seeds_parameters: tuple[str, ...] = ("seeds",)  # the notebook parameters that set the seeds of its arms
 
     def __post_init__(self):
+        if self.kind == "check" and self.published is None:
+            return  # a check of our own that has no published number
         if self.measure not in MEASURES:
             raise ValueError(f"measure={self.measure!r} is not allowed: one of {', '.join(MEASURES)}")
         if self.kind not in KINDS:
@@ -83,7 +97,13 @@ class Claim:
             raise ValueError(f"published={self.published!r} must be a finite number")
         if self.measure in RATIO_SCALE and self.published <= 0:
             raise ValueError(f"published={self.published!r}: a {self.measure} is positive")
-        if self.kind == "claim" and self.published == self.null_value:
+        if self.measure == "equivalence":
+            if self.margin is None or not self.margin > 0:
+                raise ValueError(f"margin={self.margin!r}: an equivalence claim needs the difference that matters, "
+                                 "a number > 0")
+            if not abs(self.published - self.null_value) < self.margin:
+                raise ValueError(f"published={self.published!r} lies outside the equivalence margin ±{self.margin}")
+        elif self.kind == "claim" and self.published == self.null_value:
             raise ValueError(f"published={self.published!r} equals the null: the claim names no direction")
 
     @property
@@ -128,15 +148,28 @@ class Assessment:
         return self.verdict
 
     def row(self, digits: int = 3) -> dict:
-        """The verdict-table row: ours with its CI, the paper's, p (raw and Holm), power, seeds needed."""
+        """The verdict-table row: ours with its CI, the paper's, p (raw and Holm), power, seeds needed, and the
+        row's ``kind`` (claim or check). A check's text (``notes["ours"]``) stands for its number."""
         def g(x):
             return "–" if x is None or not math.isfinite(x) else f"{x:.{digits}g}"
-        ours = "not measured" if not self.measured else f"{g(self.estimate)} [{g(self.ci[0])}, {g(self.ci[1])}]"
-        return {"quantity": self.claim.quantity, "ours": ours, "paper": g(self.claim.published),
-                "evidence": self.claim.evidence, "n": " vs ".join(map(str, self.n)) or "–",
+        claim = self.claim
+        ours = (self.notes["ours"] if "ours" in self.notes else
+                f"not measured: {self.notes['why']}" if not self.measured and "why" in self.notes else
+                "not measured" if not self.measured
+                else f"{g(self.estimate)} [{g(self.ci[0])}, {g(self.ci[1])}]")
+        paper = claim.published_text or ("" if claim.published is None else g(claim.published))
+        if claim.measure == "equivalence" and claim.kind == "claim":
+            paper += f"; equivalent within ±{claim.margin:g} [ours]"
+        if claim.kind == "check":  # a check tests no published claim: no p, power or seeds to show
+            return {"quantity": claim.quantity, "ours": ours, "paper": paper, "evidence": claim.evidence,
+                    "n": " vs ".join(map(str, self.n)) or "–", "p": "–", "p_holm": "–", "power": "–",
+                    "seeds_needed": "–", "verdict": "check", "kind": "check", "seeds_parameters": ""}
+        return {"quantity": claim.quantity, "ours": ours, "paper": paper,
+                "evidence": claim.evidence, "n": " vs ".join(map(str, self.n)) or "–",
                 "p": g(self.p), "p_holm": g(self.p_holm), "power": "–" if not math.isfinite(self.power)
                 else f"{self.power:.0%}", "seeds_needed": "–" if self.seeds_needed is None else str(self.seeds_needed),
-                "verdict": self.verdict_text()}
+                "verdict": self.verdict_text(), "kind": claim.kind,
+                "seeds_parameters": ",".join(claim.seeds_parameters)}
 
 
 # ------------------------------------------------------------------------------ the unit: one number per seed
@@ -174,7 +207,7 @@ def _variance_ratio(claim: Claim, a: np.ndarray, b: np.ndarray) -> dict:
     if vb == 0 or va == 0:
         return {}
     r = float(va / vb)
-    p = float(min(1.0, 2 * min(_st.f.cdf(r, d1, d2), _st.f.sf(r, d1, d2))))
+    p = variance_ratio_p(r, a.size, b.size)
     ci = (r / _st.f.ppf(1 - ALPHA / 2, d1, d2), r / _st.f.ppf(ALPHA / 2, d1, d2))
     return dict(estimate=r, ci=ci, p=p, power=variance_ratio_power(claim.published, a.size, n_b=b.size, alpha=ALPHA),
                 seeds_needed=seeds_for_variance_ratio(claim.published, power=TARGET_POWER, alpha=ALPHA))
@@ -202,8 +235,15 @@ def _two_sample_power(effect: float, sd: float, n_a: int, n_b: int) -> tuple[flo
     if not sd > 0:
         return float("nan"), None
     d = abs(effect) / sd
-    power = float(TTestIndPower().power(effect_size=d, nobs1=n_a, ratio=n_b / n_a, alpha=ALPHA))
-    return power, _seeds_needed(lambda n: TTestIndPower().power(effect_size=d, nobs1=n, ratio=1.0, alpha=ALPHA))
+    power = _t_power(TTestIndPower(), effect_size=d, nobs1=n_a, ratio=n_b / n_a)
+    return power, _seeds_needed(lambda n: _t_power(TTestIndPower(), effect_size=d, nobs1=n, ratio=1.0))
+
+
+def _t_power(solver, **kwargs) -> float:
+    """statsmodels' power of a t-test, which returns NaN where the noncentral t's tail underflows (d ≈ 10 at
+    n = 5): there the power is 1 to double precision."""
+    power = float(solver.power(alpha=ALPHA, **kwargs))
+    return 1.0 if math.isnan(power) and kwargs["effect_size"] > 1 else power
 
 
 def _seeds_needed(power_at) -> int | None:
@@ -245,15 +285,45 @@ def _one_sample(claim: Claim, a: np.ndarray) -> dict:
     half = _st.t.ppf(1 - ALPHA / 2, n - 1) * se
     p = float(2 * _st.t.sf(abs(mean - claim.null_value) / se, n - 1))
     d = abs(claim.published - claim.null_value) / sd
-    power = float(TTestPower().power(effect_size=d, nobs=n, alpha=ALPHA))
-    return dict(estimate=mean, ci=(mean - half, mean + half), p=p, power=power,
-                seeds_needed=_seeds_needed(lambda k: TTestPower().power(effect_size=d, nobs=k, alpha=ALPHA)))
+    return dict(estimate=mean, ci=(mean - half, mean + half), p=p, power=_t_power(TTestPower(), effect_size=d, nobs=n),
+                seeds_needed=_seeds_needed(lambda k: _t_power(TTestPower(), effect_size=d, nobs=k)))
+
+
+def _equivalence_power(delta: float, margin: float, sd: float, n_a: int, n_b: int) -> float:
+    """Power of the TOST (two one-sided Welch tests at ALPHA each) when the true difference is ``delta``,
+    with the SD taken as known: P(the 1 - 2·ALPHA interval lies inside ±margin), df n_a + n_b - 2."""
+    se = sd * math.sqrt(1 / n_a + 1 / n_b)
+    t = _st.t.ppf(1 - ALPHA, n_a + n_b - 2)
+    df = n_a + n_b - 2
+    return float(max(0.0, _st.t.cdf((margin - delta) / se - t, df) + _st.t.cdf((margin + delta) / se - t, df) - 1))
+
+
+def _equivalence(claim: Claim, a: np.ndarray, b: np.ndarray) -> dict:
+    """A published "no difference": the TOST against ±margin (its p the larger one-sided p), the Welch
+    difference with its 95% CI, and the two-sided p of the difference in ``notes``."""
+    diff, ci, p_difference = _welch(a, b, claim.null_value)
+    va, vb = np.var(a, ddof=1) / a.size, np.var(b, ddof=1) / b.size
+    se = math.sqrt(va + vb)
+    lo, hi = claim.null_value - claim.margin, claim.null_value + claim.margin
+    if se == 0:
+        p = 0.0 if lo < diff < hi else 1.0
+    else:
+        df = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1))
+        p = float(max(_st.t.sf((diff - lo) / se, df), _st.t.sf((hi - diff) / se, df)))
+    sd = _pooled_sd(a, b)
+    delta = claim.published - claim.null_value
+
+    def power_at(n_a, n_b):
+        return _equivalence_power(delta, claim.margin, sd, n_a, n_b) if sd > 0 else float("nan")
+    needed = _seeds_needed(lambda n: power_at(n, n)) if sd > 0 else None
+    return dict(estimate=diff, ci=ci, p=p, power=power_at(a.size, b.size), seeds_needed=needed,
+                notes={"p_difference": p_difference})
 
 
 def telescope_effect(claim: Claim, sd: float | None = None) -> float | None:
     """The effect the original design (``claim.published_n``) detects with 33% power, on the claim's side of
     the null: a variance ratio exactly (F); a difference or mean in units of ``sd`` (the SD the power uses)."""
-    if claim.published_n is None:
+    if claim.published_n is None or claim.measure == "equivalence":
         return None
     n_a, n_b = (claim.published_n, claim.published_n) if isinstance(claim.published_n, int) else claim.published_n
     if claim.measure == "variance_ratio":
@@ -280,16 +350,68 @@ def evaluate(claim: Claim, a=None, b=None) -> Assessment:
     if len(arms) != (2 if two else 1) or min(n) < 2:
         return Assessment(claim, n)
     numbers = {"variance_ratio": _variance_ratio, "mean_difference": _mean_difference, "ratio": _ratio,
-               "one_sample": _one_sample}[claim.measure](claim, *arms)
+               "one_sample": _one_sample, "equivalence": _equivalence}[claim.measure](claim, *arms)
     if not numbers:  # a constant arm: no ratio of variances
         return Assessment(claim, n, notes={"why": "an arm has zero variance"})
     sd = (float(np.std(arms[0], ddof=1)) if claim.measure == "one_sample" else
           _pooled_sd(*(np.log(x) for x in arms)) if claim.measure == "ratio" else
-          _pooled_sd(*arms) if claim.measure == "mean_difference" else None)
+          _pooled_sd(*arms) if claim.measure in ("mean_difference", "equivalence") else None)
     return Assessment(claim, n, telescope=telescope_effect(claim, sd), **numbers)
 
 
 # ------------------------------------------------------------------------------ the verdicts
+
+
+def check(quantity: str, ours: str, paper: str = "", evidence: str = "[ours]") -> Assessment:
+    """A row of our own that tests no published claim (a self-consistency check, a description, a number
+    derived from another row): shown among the checks with its text, never counted as a reproduction."""
+    return Assessment(Claim(quantity, "one_sample", None, evidence=evidence, kind="check", published_text=paper),
+                      (), notes={"ours": ours}, verdict="check")
+
+
+def _log_vr(a: np.ndarray, b: np.ndarray) -> tuple[float, float] | None:
+    """log(Var(a)/Var(b)) and its normal-theory variance 2/(n_a - 1) + 2/(n_b - 1); None for a constant arm."""
+    va, vb = np.var(a, ddof=1), np.var(b, ddof=1)
+    if va == 0 or vb == 0:
+        return None
+    return math.log(va / vb), 2 / (a.size - 1) + 2 / (b.size - 1)
+
+
+def _contrast_power(effect: float, n_per_arm: int, others: int) -> float:
+    """Power of the two-sided z-test of a log-VR contrast at ``effect`` with n seeds in every arm."""
+    v = 4 / (n_per_arm - 1)
+    se = math.sqrt(v + v / others)
+    z = _st.norm.ppf(1 - ALPHA / 2)
+    return float(_st.norm.cdf(abs(effect) / se - z) + _st.norm.cdf(-abs(effect) / se - z))
+
+
+def evaluate_contrast(claim: Claim, first: tuple, others: list[tuple]) -> Assessment:
+    """Test a ``vr_contrast`` claim: ``first`` and each of ``others`` a pair of seed-level arms (mappings seed ->
+    number), e.g. (clamp, subtract) on one dataset. The estimate is VR_first / geometric mean of the others'
+    VRs; an arm with fewer than two seeds or no variance leaves its dataset out (all others out: unmeasured)."""
+    if claim.measure != "vr_contrast":
+        raise ValueError(f"measure={claim.measure!r}: evaluate_contrast takes a vr_contrast claim")
+    def pair(arms):
+        a, b = (_seed_level(x, name) for x, name in zip(arms, ("a", "b")))
+        return (a, b) if min(a.size, b.size) >= 2 else None
+    head = pair(first) if first is not None else None
+    rest = [p for p in (pair(x) for x in others if x is not None) if p is not None]
+    logs = [_log_vr(*head)] if head is not None else []
+    rest_logs = [x for x in (_log_vr(*p) for p in rest) if x is not None]
+    if not logs or logs[0] is None or not rest_logs:
+        return Assessment(claim, tuple(x.size for x in head or ()), notes={"why": "no contrast: too few datasets"})
+    (l0, v0), k = logs[0], len(rest_logs)
+    c = l0 - sum(lv for lv, _ in rest_logs) / k
+    se = math.sqrt(v0 + sum(v for _, v in rest_logs) / k ** 2)
+    z = _st.norm.ppf(1 - ALPHA / 2)
+    p = float(2 * _st.norm.sf(abs(c - math.log(claim.null_value)) / se))
+    effect = math.log(claim.published / claim.null_value)
+    n = min(min(x.size for x in head), *(min(a.size, b.size) for a, b in rest))
+    power = float(_st.norm.cdf(abs(effect) / se - z) + _st.norm.cdf(-abs(effect) / se - z))
+    needed = _seeds_needed(lambda m: _contrast_power(effect, m, k) if m > 1 else 0.0)
+    return Assessment(claim, (head[0].size, head[1].size), estimate=math.exp(c), ci=(math.exp(c - z * se),
+                      math.exp(c + z * se)), p=p, power=power, seeds_needed=needed,
+                      notes={"datasets": 1 + k, "seeds": n})
 
 
 def holm(p: list[float]) -> list[float]:
@@ -305,11 +427,19 @@ def holm(p: list[float]) -> list[float]:
 def verdict(assessment: Assessment, p_holm: float) -> str:
     """The verdict of an assessment whose Holm-adjusted p is ``p_holm`` (the rules of the module doc)."""
     claim = assessment.claim
+    if claim.kind == "check" and "ours" in assessment.notes:
+        return "check"
     if not assessment.measured:
         return "not measured"
     if claim.kind == "check":
         return "check"
     lo, hi = assessment.ci
+    if claim.measure == "equivalence":  # a published "no difference"
+        if p_holm < ALPHA:
+            return "reproduced"  # the difference lies within ±margin
+        if lo > claim.null_value + claim.margin or hi < claim.null_value - claim.margin:
+            return "contradicted"  # the whole CI differs by more than matters
+        return "not reproduced" if assessment.power >= TARGET_POWER else "inconclusive"
     side = np.sign(claim.scale(assessment.estimate) - claim.scale(claim.null_value))
     if p_holm < ALPHA:
         if side != claim.direction:
@@ -337,20 +467,7 @@ def decide(assessments: list[Assessment]) -> list[Assessment]:
             for a, ph in zip(assessments, p_holm)]
 
 
-def what_it_would_take(assessment: Assessment, study: str, *, arms: int = 2, profile: str = "paper",
-                       seconds_per_run: float | None = None) -> dict | None:
-    """The experiment that would decide an inconclusive claim: ``seeds`` per arm for 80% power at the published
-    value, the ``runs`` that makes over ``arms`` arms, the command that runs them (a Slurm array through
-    ``lib.dispatch``) and, where the profile's time per run is known (``seconds_per_run``), its cost in
-    ``run_hours``. None for any other verdict."""
-    if assessment.verdict != "inconclusive" or assessment.seeds_needed is None:
-        return None
-    seeds = assessment.seeds_needed
-    runs = arms * seeds
-    return {"quantity": assessment.claim.quantity, "seeds": seeds, "runs": runs,
-            "command": f"python -m lib.dispatch {study} --profile {profile} -p seeds {seeds} --backend slurm "
-                       "--max-parallel 20",
-            "run_hours": None if seconds_per_run is None else runs * seconds_per_run / 3600}
+SHOWN = ("quantity", "ours", "paper", "evidence", "n", "p", "p_holm", "power", "seeds_needed", "verdict")  # for readers
 
 
 def table(assessments: list[Assessment]) -> pd.DataFrame:

@@ -10,11 +10,11 @@ numbers imply.
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats as st
 from scipy.special import betainc, stdtr
 
 from lib import stats
@@ -172,24 +172,6 @@ def test_compare_margin_arms_needs_two_finished_runs_per_arm():
     assert common.compare_margin_arms(pd.DataFrame(rows)) is None
 
 
-@pytest.mark.parametrize("vr,p,published,expected", [
-    (np.nan, np.nan, 5.9, "not measured"),
-    (np.inf, 0.01, 5.9, "not measured"),
-    (3.0, 0.01, 5.9, "reproduced (direction and significance)"),
-    (0.3, 0.01, 0.25, "reproduced (direction and significance)"),
-    (0.3, 0.01, 5.9, "not reproduced at this scale (significant, opposite direction)"),
-    (3.0, 0.049, 0.25, "not reproduced at this scale (significant, opposite direction)"),
-    # p = 0.05 is not significant: the rule is p < 0.05
-    (3.0, 0.05, 5.9, "direction only, not significant at this scale"),
-    (3.0, 0.2, 5.9, "direction only, not significant at this scale"),
-    (0.5, 0.2, 0.08, "direction only, not significant at this scale"),
-    (3.0, 0.2, 0.39, "not reproduced at this scale (no significant difference in variance)"),
-    (0.5, 0.05, 5.9, "not reproduced at this scale (no significant difference in variance)"),
-])
-def test_verdict_variance_ratio_needs_the_published_direction_and_p_below_005(vr, p, published, expected):
-    assert common.verdict_variance_ratio(vr, p, published) == expected
-
-
 # --------------------------------------------------------------------------- study 1: margin factorial
 
 
@@ -232,48 +214,37 @@ def planted_study1(s1):
     return margin_factorial.analyze(factorial_runs(), s1)
 
 
-def test_study1_pooled_comparison_matches_the_plant(planted_study1):
+def test_study1_comparison_counts_a_seed_once_and_matches_the_plant(planted_study1):
     out = planted_study1
     assert (out["n_ok"], out["n_not_ok"]) == (30, 1)
     p = out["pooled"]
-    assert (p["n_a"], p["n_b"]) == (12, 12)
+    assert (p["n_a"], p["n_b"]) == (SEEDS, SEEDS)  # six seeds per arm, not twelve runs: the twins averaged
     assert p["vr"] == pytest.approx(4.0, rel=1e-9)  # Var(clamp)/Var(subtract) = (2 pts / 1 pt)^2
-    assert p["f_p"] == pytest.approx(f_test_p(4.0, 11, 11), rel=1e-9)
-    z12 = np.tile(PATTERN, 2)  # the clamp (and subtract) values in the frame's order
-    low, high = stats.bootstrap_ratio_ci(z12, z12, seed=0)
+    assert p["f_p"] == pytest.approx(f_test_p(4.0, 5, 5), rel=1e-9)
+    low, high = stats.bootstrap_ratio_ci(PATTERN, PATTERN, seed=0)
     assert (p["ci_low"], p["ci_high"]) == pytest.approx((4 * low, 4 * high), rel=1e-9)
-    t, df, welch_p = welch_reference(52 + 2 * z12, 50 + z12)
+    t, df, welch_p = welch_reference(52 + 2 * PATTERN, 50 + PATTERN)
     assert (out["welch"].t, out["welch"].p_value) == pytest.approx((t, welch_p), rel=1e-9)
     assert (out["mean_clamp"], out["mean_subtract"]) == pytest.approx((52.0, 50.0))
     assert (out["car_layer0_clamp"], out["car_layer0_subtract"]) == pytest.approx((60.0, 25.0))
+    assert out["seeds"].runs.tolist() == [2] * (2 * SEEDS)  # each seed-level row stands for its two twins
 
 
-def test_study1_gradient_norm_ratio_is_subtract_over_clamp_with_twins_counted_once(planted_study1):
-    out = planted_study1
-    assert out["grad_norm_ratio_subtract_over_clamp"] == pytest.approx(3.0, rel=1e-12)
+def test_study1_final_epoch_gradient_norms_count_twins_once(planted_study1):
+    f = planted_study1["final"]  # the plant's final epoch equals its all-epoch mean
     t, df, p = welch_reference(3.0 + 0.1 * PATTERN, 1.0 + 0.1 * PATTERN)  # six seeds per arm, not twelve runs
-    g = out["grad_norm_welch"]
-    assert (g.t, g.df, g.p_value) == pytest.approx((t, df, p), rel=1e-9) and g.t > 0
-    f = out["final"]  # the plant's final epoch equals its all-epoch mean
     assert (f["seeds_clamp"], f["seeds_subtract"], f["epoch"]) == (SEEDS, SEEDS, 1)
     assert f["grad_norm_ratio"] == pytest.approx(3.0, rel=1e-12)
     assert f["grad_norm_welch_p"] == pytest.approx(p, rel=1e-9)
     assert (f["car_clamp"], f["car_subtract"]) == pytest.approx((60.0, 25.0))
 
 
-def test_study1_identical_twins_are_tested_on_one_stabiliser(planted_study1):
-    o = planted_study1["one_stabilizer"]
-    assert (o["n_a"], o["n_b"]) == (SEEDS, SEEDS)
-    assert o["vr"] == pytest.approx(4.0, rel=1e-9)
-    assert o["f_p"] == pytest.approx(f_test_p(4.0, 5, 5), rel=1e-9)  # half the pooled df
-
-
-def test_study1_dose_arm_is_clamp_at_dose_m0_over_pooled_subtract(planted_study1):
+def test_study1_dose_arm_is_clamp_at_dose_m0_over_the_subtract_seeds(planted_study1):
     d = planted_study1["dose"]
-    vr = sample_var(1.5) / sample_var(1.0, np.tile(PATTERN, 2))  # 1.5 pts over six seeds / 1 pt over twelve
-    assert (d["n_a"], d["n_b"]) == (SEEDS, 12)
-    assert d["vr"] == pytest.approx(vr, rel=1e-9) and vr == pytest.approx(2.475)
-    assert d["f_p"] == pytest.approx(f_test_p(vr, 5, 11), rel=1e-9)
+    vr = sample_var(1.5) / sample_var(1.0)  # 1.5 pts over six seeds / 1 pt over six seeds
+    assert (d["n_a"], d["n_b"]) == (SEEDS, SEEDS)
+    assert d["vr"] == pytest.approx(vr, rel=1e-9) and vr == pytest.approx(2.25)
+    assert d["f_p"] == pytest.approx(f_test_p(vr, 5, 5), rel=1e-9)
     assert planted_study1["dose_car_layer0"] == pytest.approx(45.0)
 
 
@@ -290,14 +261,6 @@ def test_study1_anova_sums_of_squares_are_those_of_the_balanced_plant(planted_st
     assert cells.loc[("clamp", "direct"), "var_top1"] == pytest.approx(sample_var(0.02), rel=1e-9)
 
 
-def test_study1_without_identical_twins_there_is_no_one_stabiliser_test(s1):
-    out = margin_factorial.analyze(factorial_runs(direct_offset=0.001), s1)
-    assert "one_stabilizer" not in out
-    assert out["stabilizer_pairs"]["identical"] == 0 and out["stabilizer_pairs"]["pairs"] == 12
-    row = _row(margin_factorial.paper_vs_reproduced(out), "detach vs direct")
-    assert row.verdict == "differ through floating point only"  # 0.1 pts < 5
-
-
 def _row(table: pd.DataFrame, start: str) -> pd.Series:
     """The one row of a paper-vs-reproduced table whose quantity starts with ``start``."""
     hits = table[table.quantity.str.startswith(start)]
@@ -305,128 +268,67 @@ def _row(table: pd.DataFrame, start: str) -> pd.Series:
     return hits.iloc[0]
 
 
-def test_study1_table_for_the_published_direction(planted_study1):
-    out, table = planted_study1, margin_factorial.paper_vs_reproduced(planted_study1)
-    p = out["pooled"]
-    assert f_test_p(4.0, 11, 11) < 0.05  # the plant: VR 4 on df (11, 11) is significant
-    vr_row = _row(table, "VR = Var(clamp)/Var(subtract), pooled")
-    assert vr_row.ours == "4.00" and vr_row.verdict == "reproduced (direction and significance)"
-    assert _row(table, "F-test p").verdict == "reproduced (p < 0.05)"
-    ci = _row(table, "bootstrap 95% CI")
-    assert ci.verdict == ("excludes 1, as published" if p["ci_low"] > 1 else "includes 1: not reproduced at this scale")
-    # VR 4 on one stabiliser's six seeds (df 5, 5) is not significant: the honest test says so
-    assert f_test_p(4.0, 5, 5) >= 0.05
-    assert _row(table, "VR on one stabiliser's runs only (6 vs 6").verdict == (
-        "direction only, not significant at this scale; "
-        "the honest test when detach and direct runs are identical twins")
-    twins = _row(table, "detach vs direct")
-    assert twins.ours.startswith("12/12 identical")
-    assert twins.verdict == "identical twins: pooling them doubles the F-test's degrees of freedom"
-    assert _row(table, "layer-0 clamp activation rate").ours == (
-        "60.0% (95% CI [60.0, 60.0]) at epoch 1 of 1 (final; the paper's epoch is unknown); all-epoch mean 60.0%")
-    assert _row(table, "layer-0 clamp activation rate").verdict == "close (within 15 points)"
-    z12 = np.tile(PATTERN, 2)
-    assert welch_reference(52 + 2 * z12, 50 + z12)[2] < 0.05  # 2 points apart, sds 2 and 1, 12 seeds
-    mean_row = _row(table, "mean top-1 difference")
-    assert mean_row.ours.startswith("+2.00 pts") and mean_row.verdict == "not reproduced: the means differ"
+def test_study1_twins_that_differ_by_floating_point_are_averaged_and_said_so(s1):
+    out = margin_factorial.analyze(factorial_runs(direct_offset=0.001), s1)
+    assert out["stabilizer_pairs"]["identical"] == 0 and out["stabilizer_pairs"]["pairs"] == 12
+    assert out["pooled"]["n_a"] == SEEDS  # averaged all the same
+    row = _row(margin_factorial.paper_vs_reproduced(out), "detach vs direct")
+    assert row.verdict == "check" and row.ours.endswith("apart by floating point only, averaged per seed")
+
+
+def test_study1_table_tests_seed_level_data_through_the_engine(planted_study1):
+    table = margin_factorial.paper_vs_reproduced(planted_study1)
+    claims, checks = table[table.kind == "claim"], table[table.kind == "check"]
+    assert claims.quantity.str.startswith(("VR", "mean top-1", "layer-0 gradient", "layer 0 alone", "dose")).all()
+    assert set(checks.verdict) == {"check"} and table.kind.tolist() == ["claim"] * len(claims) + ["check"] * len(checks)
+    # VR 4 on six seeds per arm (df 5, 5): not significant, power at 5.9 below 80%: inconclusive, with the seeds
+    vr_p = f_test_p(4.0, 5, 5)
+    vr = _row(table, margin_factorial.HEADLINE)
+    assert vr.n == "6 vs 6" and float(vr.p) == pytest.approx(vr_p, rel=1e-2) and vr_p > 0.05
+    power = stats.variance_ratio_power(5.9, SEEDS)
+    assert vr.power == f"{power:.0%}" and power < 0.8
+    needed = stats.seeds_for_variance_ratio(5.9)
+    assert vr.verdict == f"inconclusive (power {power:.0%}; {needed} seeds per arm for 80%)"
+    # the gradient-norm ratio: subtract over clamp, geometric means, Welch on the logs of six seeds
+    la, lb = np.log(3.0 + 0.1 * PATTERN), np.log(1.0 + 0.1 * PATTERN)
     grad = _row(table, "layer-0 gradient norm")
-    assert grad.ours.startswith("3.00x") and grad.verdict == "direction reproduced (lower under clamp), magnitude close"
-    # dose: VR 2.475 lies between 1 and the pooled 4
-    assert _row(table, "dose-response").verdict == "reproduced: smaller than at m0 = 0.4"
+    assert grad.ours.startswith(f"{math.exp(la.mean() - lb.mean()):.3g} [")
+    assert float(grad.p) == pytest.approx(welch_reference(la, lb)[2], rel=1e-2)
+    # four measured claims in one family (no trajectory runs planted): Holm multiplies the smallest p by four
+    assert _row(table, "layer 0 alone").verdict == "not measured"
+    assert float(grad.p_holm) == pytest.approx(min(1.0, 4 * welch_reference(la, lb)[2]), rel=1e-2)
+    assert grad.verdict == "reproduced, smaller"  # 3x < 4x, and the CI of six near-constant seeds ends below 4
+    # the published "no difference": 2 points apart with SDs 2 and 1 on six seeds: neither equivalent within
+    # ±1 point nor wholly beyond it
+    means = _row(table, "mean top-1 difference")
+    assert means.ours.startswith("2 [") and means.verdict.startswith("inconclusive (power ")
+    assert _row(table, "dose-response: VR with m0 = 0.2").verdict.startswith("inconclusive")
+    car = _row(table, "layer-0 clamp activation rate")
+    assert car.verdict == "check" and car.ours.startswith("60 [60, 60]") and car.paper == "60.7"
     seeds = _row(table, "seeds of subtract that match 11 clamp seeds")
-    assert seeds.ours == f"{11 / 4:.1f}" and seeds.verdict == "reproduced (within 1 seed)"  # |2.75 - 1.86| <= 1
+    assert seeds.ours.startswith(f"{11 / 4:.1f} [")
+    published = _row(table, "the paper's F-test with seeds as the unit")
+    assert published.ours == (f"F = 5.90: p = {f_test_p(5.9, 6, 6):.2g} on 7 vs 7 seeds; "
+                               f"p = {f_test_p(5.9, 13, 13):.2g} on 14 vs 14 runs")
 
 
-def test_study1_table_for_the_opposite_direction(s1):
-    # clamp 1 pt, subtract 2 pts (VR 1/4); means 0.2 pts apart; clamp CAR 30%; clamp gradients larger
-    runs = factorial_runs(clamp=(0.502, 0.01), subtract=(0.50, 0.02), dose=(0.50, 0.015), car=(0.30, 0.25),
-                          grad=(2.0, 1.0))
-    out = margin_factorial.analyze(runs, s1)
-    assert out["pooled"]["vr"] == pytest.approx(0.25, rel=1e-9)
-    assert out["grad_norm_ratio_subtract_over_clamp"] == pytest.approx(0.5, rel=1e-12)
-    dose_vr = sample_var(1.5) / sample_var(2.0, np.tile(PATTERN, 2))
-    assert out["dose"]["vr"] == pytest.approx(dose_vr, rel=1e-9) and 0.25 < dose_vr < 1
+def test_study1_opposite_direction_is_contradicted_by_the_numbers(s1):
+    # twelve seeds per arm: clamp SD 0.5 pt, subtract 4 pts (VR 1/64); clamp gradients 3x subtract's
+    pattern = np.tile(PATTERN, 2)
+    rows = [run_row(mode, seed, mean + sd * z, stabilizer=stab, car=0.3, grad=g + 0.01 * z)
+            for mode, mean, sd, g in (("clamp", 0.50, 0.005, 3.0), ("subtract", 0.50, 0.04, 1.0))
+            for stab in ("detach", "direct") for seed, z in enumerate(pattern)]
+    out = margin_factorial.analyze(pd.DataFrame(rows), s1)
     table = margin_factorial.paper_vs_reproduced(out)
-    assert _row(table, "VR = Var(clamp)/Var(subtract), pooled").verdict == (
-        "not reproduced at this scale (significant, opposite direction)")
-    assert _row(table, "VR on one stabiliser's runs only").verdict.startswith(
-        "not reproduced at this scale (no significant difference in variance)")
-    z12 = np.tile(PATTERN, 2)
-    assert welch_reference(50.2 + z12, 50 + 2 * z12)[2] >= 0.05
-    assert _row(table, "mean top-1 difference").verdict == "reproduced (no significant difference)"
-    assert _row(table, "layer-0 clamp activation rate").verdict == "differs by more than 15 points"  # 30 vs 60.7
-    assert _row(table, "layer-0 gradient norm").verdict == "not reproduced at this scale: higher under clamp"
-    assert _row(table, "dose-response").verdict == "not reproduced as a dose-response: VR is larger than at m0 = 0.4"
-    assert _row(table, "seeds of subtract").verdict == (
-        "not reproduced: VR <= 1, so subtract needs as many seeds or more")
+    assert _row(table, margin_factorial.HEADLINE).verdict == "contradicted"
+    assert _row(table, "layer-0 gradient norm").verdict == "contradicted"
+    assert _row(table, "dose-response").verdict == "not measured"  # no dose runs planted
 
 
-def test_study1_dose_arm_larger_than_the_pooled_ratio_is_not_a_dose_response(s1):
-    out = margin_factorial.analyze(factorial_runs(dose=(0.50, 0.03)), s1)
-    vr = sample_var(3.0) / sample_var(1.0, np.tile(PATTERN, 2))  # 9.9 > 4
-    assert out["dose"]["vr"] == pytest.approx(vr, rel=1e-9) and f_test_p(vr, 5, 11) < 0.05
-    assert _row(margin_factorial.paper_vs_reproduced(out), "dose-response").verdict == (
-        "not reproduced as a dose-response: VR is larger than at m0 = 0.4 "
-        "(and clamp variance is significantly above subtract's)")
-
-
-def test_study1_zero_variance_subtract_arm_is_reported_not_raised(s1):
-    """Every subtract seed at the same accuracy: VR is undefined and every row built on it says so."""
-    out = margin_factorial.analyze(factorial_runs(subtract=(0.10, 0.0)), s1)
-    assert np.isnan(out["pooled"]["vr"]) and out["power"] is None
-    table = margin_factorial.paper_vs_reproduced(out)
-    for quantity in ("VR = Var(clamp)/Var(subtract), pooled", "F-test p", "bootstrap 95% CI"):
-        assert _row(table, quantity).verdict == "not measured"
-
-
-def study1_out(vr=4.0, f_p=0.01, ci=(1.5, 9.0), pairs=(12, 12, 0.0), car=60.0, welch_p=0.5, g=3.0, g_p=0.01,
-               dose=None) -> dict:
-    """An ``analyze`` result with chosen numbers, for the verdict branches of paper_vs_reproduced."""
-    out = dict(pooled=dict(n_a=12, n_b=12, vr=vr, f_p=f_p, ci_low=ci[0], ci_high=ci[1]),
-               stabilizer_pairs=dict(zip(("pairs", "identical", "max_abs_diff_pts"), pairs)),
-               car_layer0_clamp=car, mean_clamp=50.0, mean_subtract=50.0, welch=SimpleNamespace(p_value=welch_p),
-               grad_norm_ratio_subtract_over_clamp=g, grad_norm_welch=SimpleNamespace(p_value=g_p),
-               final=dict(epoch=8, car_clamp=car, car_clamp_low=car - 1, car_clamp_high=car + 1, grad_norm_ratio=g,
-                          ratio_low=g / 2, ratio_high=2 * g, grad_norm_welch_p=g_p))
-    out.update(m0=0.4, dose_m0=0.2, epochs=8)  # the published settings, as analyze records them
-    if dose is not None:
-        out["dose"] = dict(vr=dose[0], f_p=dose[1])
-    return out
-
-
-@pytest.mark.parametrize("numbers,quantity,expected", [
-    (dict(f_p=0.2), "F-test p", "not reproduced at this scale (p >= 0.05)"),
-    (dict(vr=4.0, f_p=0.01), "F-test p", "reproduced (p < 0.05)"),
-    (dict(vr=0.25, f_p=0.01), "F-test p", "not reproduced: p < 0.05, but clamp's variance is the smaller"),
-    (dict(ci=(1.01, 9.0)), "bootstrap 95% CI", "excludes 1, as published"),
-    (dict(vr=0.3, ci=(0.1, 0.9)), "bootstrap 95% CI", "excludes 1, opposite side"),
-    (dict(ci=(0.6, 9.0)), "bootstrap 95% CI", "includes 1: not reproduced at this scale"),
-    (dict(pairs=(12, 3, 0.4)), "detach vs direct", "differ through floating point only"),
-    (dict(pairs=(12, 0, 7.0)), "detach vs direct", "differ by more than floating point should explain"),
-    (dict(car=46.0), "layer-0 clamp activation rate", "close (within 15 points)"),  # 14.7 below 60.7
-    (dict(car=45.0), "layer-0 clamp activation rate", "differs by more than 15 points"),  # 15.7 below
-    (dict(welch_p=0.05), "mean top-1 difference", "reproduced (no significant difference)"),
-    (dict(welch_p=0.049), "mean top-1 difference", "not reproduced: the means differ"),
-    (dict(g=3.0, g_p=0.2), "layer-0 gradient norm", "not reproduced at this scale: no significant difference"),
-    (dict(g=2.0), "layer-0 gradient norm", "direction reproduced (lower under clamp), magnitude close"),
-    (dict(g=1.5), "layer-0 gradient norm", "direction reproduced (lower under clamp), magnitude differs"),
-    (dict(g=9.0), "layer-0 gradient norm", "direction reproduced (lower under clamp), magnitude differs"),
-    (dict(dose=(2.0, 0.3)), "dose-response", "reproduced: smaller than at m0 = 0.4"),
-    (dict(dose=(0.5, 0.3)), "dose-response", "smaller than at m0 = 0.4, but not above 1"),
-    (dict(dose=(6.0, 0.3)), "dose-response", "not reproduced as a dose-response: VR is larger than at m0 = 0.4"),
-    (dict(vr=2.0), "seeds of subtract", "differs"),  # 11 / 2 = 5.5 seeds, far from 1.86
-    (dict(vr=1.0), "seeds of subtract", "not reproduced: VR <= 1, so subtract needs as many seeds or more"),
-])
-def test_study1_each_verdict_follows_from_its_numbers(numbers, quantity, expected):
-    assert _row(margin_factorial.paper_vs_reproduced(study1_out(**numbers)), quantity).verdict == expected
-
-
-def test_study1_table_leaves_out_rows_without_numbers():
-    table = margin_factorial.paper_vs_reproduced(study1_out(vr=np.nan, f_p=np.nan, pairs=(0, 0, np.nan)))
-    assert _row(table, "VR = Var(clamp)/Var(subtract), pooled").verdict == "not measured"
-    assert not table.quantity.str.startswith(("seeds of subtract", "detach vs direct", "dose", "VR on one")).any()
-    empty = margin_factorial.paper_vs_reproduced({"n_ok": 1})
-    assert empty.quantity.tolist() == ["everything"] and empty.verdict.tolist() == ["not measured"]
+def test_study1_table_without_runs_says_not_measured():
+    table = margin_factorial.paper_vs_reproduced({"n_ok": 1})
+    assert (table[table.kind == "claim"].verdict == "not measured").all()
+    assert _row(table, margin_factorial.HEADLINE).ours == "not measured"
 
 
 # --------------------------------------------------------------------------- study 2: cross-dataset
@@ -508,93 +410,84 @@ def test_study2_density_columns_are_the_closed_forms(planted_study2):
         assert t.loc[entry, "density_measured"] == pytest.approx(scale * expected, rel=1e-12)
 
 
-def test_study2_table_for_the_published_reversal(planted_study2):
-    assert f_test_p(9.0, 5, 5) < 0.05 <= f_test_p(4.0, 5, 5)  # the plant: VR 9 significant, top-5 VR 4 not
-    table = cross_dataset.paper_vs_reproduced(planted_study2.reset_index(), {})
+def contrast_reference(vr0: float, others: list[float], n: int = SEEDS) -> tuple[float, float]:
+    """The reversal contrast VR0 / geometric mean of the others and its z-test p, with the normal-theory
+    variance 2/(n-1) + 2/(n-1) of each log variance ratio (n seeds per arm)."""
+    c = math.log(vr0) - np.mean(np.log(others))
+    v = 4 / (n - 1)
+    se = math.sqrt(v + v / len(others))
+    return math.exp(c), 2 * st.norm.sf(abs(c) / se)
+
+
+def test_study2_table_for_the_published_reversal(s2, planted_study2):
+    assert f_test_p(9.0, 5, 5) < 0.05 <= f_test_p(4.0, 5, 5)  # the plant: VR 9 significant alone, top-5 VR 4 not
+    table = cross_dataset.paper_vs_reproduced(planted_study2.reset_index(), {}, cross_runs())
+    claims = table[table.kind == "claim"]
+    assert claims.quantity.iloc[0].startswith(cross_dataset.HEADLINE)  # the central claim leads
+    reversal = _row(table, "the reversal")
+    contrast, p = contrast_reference(9.0, [1 / 9])  # shapes10 against shapes100: 81
+    assert reversal.ours.startswith(f"{contrast:.3g} [") and float(reversal.p) == pytest.approx(p, rel=1e-2)
+    assert reversal.paper.startswith(f"{5.90 / 0.39:.3g} = 5.90 / geometric mean of 0.39")
+    assert reversal.verdict == "reproduced" and float(reversal.p_holm) == pytest.approx(4 * p, rel=1e-2)
+    # alone each VR is significant, but not after Holm within the family's four measured claims
     c10 = _row(table, "CIFAR-10: VR")
-    assert c10.ours.startswith("9.00 (p = ") and c10.ours.endswith(" on shapes10, a stand-in")
-    assert c10.verdict == "reproduced (direction and significance); measured on shapes10, not on CIFAR-10"
-    assert _row(table, "CIFAR-10: layer-0 CAR").verdict == (
-        "close (within 15 points); measured on shapes10, not on CIFAR-10")
-    assert _row(table, "CIFAR-10: layer-0 CAR").ours.startswith("70.0%")
-    assert _row(table, "CIFAR-100: VR =").verdict == (
-        "reproduced (direction and significance); measured on shapes100, not on CIFAR-100")
-    assert _row(table, "CIFAR-100: VR of top-5").verdict == (  # VR 4 against the published 0.39, p >= 0.05
-        "not reproduced at this scale (no significant difference in variance); measured on shapes100, not on CIFAR-100")
-    assert _row(table, "CIFAR-100: layer-0 CAR").verdict.startswith("close (within 15 points)")  # 30 vs 29
-    assert not table.quantity.str.startswith("CIFAR-10: VR of top-5").any()
+    assert c10.quantity.endswith("(on shapes10, a stand-in)") and c10.ours.startswith("9 [") and c10.n == "6 vs 6"
+    assert float(c10.p) == pytest.approx(f_test_p(9.0, 5, 5), rel=1e-2) and float(c10.p_holm) > 0.05
+    assert c10.verdict.startswith("inconclusive (power ")
+    assert _row(table, "CIFAR-100: VR =").verdict.startswith("inconclusive (power ")
     for name in ("SVHN", "Fashion-MNIST"):
         r = _row(table, f"{name}: VR")
-        assert r.ours == "not run" and r.verdict == "not measured (not in this profile's datasets)"
-    assert _row(table, "layer-0 CAR below 50%").verdict == (
-        "consistent: no significant VR > 1 among the 1 dataset(s) with CAR < 50%")
-    assert _row(table, "high CAR is necessary").verdict == (
-        "every dataset with CAR >= 50% shows significant inflation (sufficiency not refuted here)")
-    assert _row(table, "the reversal").verdict == (
-        "reproduced (every direction as published, each significant); shapes10, shapes100 compared as stand-ins")
-    assert _row(table, "shapes10: positive-pair density").verdict.endswith("matches (within 2%)")
-    assert _row(table, "shapes100: positive-pair density").verdict.endswith(
+        assert r.ours == "not measured: not in this profile's datasets" and r.verdict == "not measured"
+    car = _row(table, "CIFAR-10: layer-0 CAR")
+    assert car.verdict == "check" and car.ours.startswith("70 [70, 70]") and car.paper == "60.7"
+    assert _row(table, "layer-0 CAR below 50%").ours.endswith(
+        "no significant VR > 1 among the 1 dataset(s) with CAR < 50%")
+    assert _row(table, "high CAR is necessary").ours.endswith("every dataset with CAR >= 50% shows significant "
+                                                              "inflation")
+    assert _row(table, "shapes10: positive-pair density").ours.endswith("matches (within 2%)")
+    assert _row(table, "shapes100: positive-pair density").ours.endswith(
         "differs from the expectation by more than 2%")
+    assert (table[table.kind == "check"].verdict == "check").all()
 
 
 def test_study2_table_for_the_opposite_reversal(s2):
-    summary = cross_dataset.analyze(cross_runs(sd10=(0.01, 0.03), sd100=(0.03, 0.01)), s2, SOURCES)
+    runs = cross_runs(sd10=(0.01, 0.03), sd100=(0.03, 0.01))
+    summary = cross_dataset.analyze(runs, s2, SOURCES)
     assert summary.vr.tolist() == pytest.approx([1 / 9, 9.0], rel=1e-9)
-    table = cross_dataset.paper_vs_reproduced(summary, {})
-    opposite = "not reproduced at this scale (significant, opposite direction)"
-    assert _row(table, "CIFAR-10: VR").verdict.startswith(opposite)
-    assert _row(table, "CIFAR-100: VR =").verdict.startswith(opposite)
-    assert _row(table, "layer-0 CAR below 50%").verdict == "contradicted by shapes100"  # CAR 30% yet VR 9
-    assert _row(table, "high CAR is necessary").verdict == (
-        "consistent: CAR >= 50% without significant variance inflation on shapes10")
-    assert _row(table, "the reversal").verdict == (
-        "not reproduced at this scale: significant in the opposite direction "
-        "on shapes10, shapes100; shapes10, shapes100 compared as stand-ins")
+    table = cross_dataset.paper_vs_reproduced(summary, {}, runs)
+    assert _row(table, "the reversal").verdict == "contradicted"  # 1/81 against the published 15
+    assert _row(table, "layer-0 CAR below 50%").ours.endswith(
+        "significant VR > 1 with CAR < 50% on shapes100")  # CAR 30% yet VR 9
+    assert _row(table, "high CAR is necessary").ours.endswith(
+        "CAR >= 50% without significant variance inflation on shapes10")
 
 
-def test_study2_zero_variance_subtract_arm_is_undefined_and_left_out_of_the_summaries(s2):
-    summary = cross_dataset.analyze(cross_runs(subtract100_sd=0.0), s2, SOURCES)
+def test_study2_zero_variance_subtract_arm_is_not_measured_and_left_out_of_the_reversal(s2):
+    runs = cross_runs(subtract100_sd=0.0)
+    summary = cross_dataset.analyze(runs, s2, SOURCES)
     assert np.isnan(summary.set_index("dataset").loc["shapes100", "vr"])
-    table = cross_dataset.paper_vs_reproduced(summary, {})
+    table = cross_dataset.paper_vs_reproduced(summary, {}, runs)
     r = _row(table, "CIFAR-100: VR =")
-    assert r.ours == "undefined on shapes100, a stand-in"
-    assert r.verdict == "not measured: the subtract arm has zero variance; measured on shapes100, not on CIFAR-100"
-    assert "shapes100" not in _row(table, "the reversal").ours
-    assert _row(table, "layer-0 CAR below 50%").verdict == "not tested: every dataset has CAR >= 50%"
+    assert r.ours == "not measured: an arm has zero variance" and r.verdict == "not measured"
+    assert _row(table, "the reversal").verdict == "not measured"  # CIFAR-10 alone: no contrast
+    assert _row(table, "layer-0 CAR below 50%").ours.endswith("no dataset with CAR < 50% to look at")
 
 
 def _measured(*rows) -> pd.DataFrame:
     return pd.DataFrame([dict(dataset=d, vr=vr, f_p=p, car0_clamp_final=car) for d, vr, p, car in rows])
 
 
-@pytest.mark.parametrize("rows,expected", [
-    ([("cifar10", 6.0, 0.01, 60), ("cifar100", 0.4, 0.01, 30)],
-     "reproduced (every direction as published, each significant)"),
-    ([("cifar10", 6.0, 0.01, 60), ("svhn", 0.4, 0.3, 60)],
-     "partly: the significant ratios go as published, the others are not significant at this scale"),
-    ([("cifar10", 6.0, 0.01, 60), ("mnist", 3.0, 0.01, 60)],  # mnist is compared with SVHN (published < 1)
-     "not reproduced at this scale: significant in the opposite direction on mnist"),
-    ([("cifar10", 6.0, 0.2, 60), ("fashion_mnist", 0.1, 0.06, 60)],
-     "not reproduced at this scale: no VR differs significantly from 1"),
-    # an entry without a published counterpart is not compared, however significant
-    ([("cifar10", 6.0, 0.01, 60), ("shapes20", 0.1, 0.001, 60)],
-     "reproduced (every direction as published, each significant)"),
-])
-def test_reversal_verdict_compares_only_published_datasets_and_needs_significance(rows, expected):
-    assert cross_dataset._reversal_verdict(_measured(*rows)) == expected
-
-
 @pytest.mark.parametrize("rows,necessary,sufficient", [
-    ([("a", 3.0, 0.01, 70.0), ("b", 3.0, 0.2, 50.0)], "not tested: every dataset has CAR >= 50%",
-     "consistent: CAR >= 50% without significant variance inflation on b"),
-    ([("a", 3.0, 0.01, 49.9), ("b", 0.2, 0.01, 10.0)], "contradicted by a",
-     "not tested: no dataset has CAR >= 50%"),
+    ([("a", 3.0, 0.01, 70.0), ("b", 3.0, 0.2, 50.0)], "no dataset with CAR < 50% to look at",
+     "CAR >= 50% without significant variance inflation on b"),
+    ([("a", 3.0, 0.01, 49.9), ("b", 0.2, 0.01, 10.0)], "significant VR > 1 with CAR < 50% on a",
+     "no dataset with CAR >= 50% to look at"),
     ([("a", 3.0, 0.049, 80.0), ("b", 3.0, 0.05, 20.0), ("c", 0.2, 0.01, 30.0)],
-     "consistent: no significant VR > 1 among the 2 dataset(s) with CAR < 50%",
-     "every dataset with CAR >= 50% shows significant inflation (sufficiency not refuted here)"),
+     "no significant VR > 1 among the 2 dataset(s) with CAR < 50%",
+     "every dataset with CAR >= 50% shows significant inflation"),
 ])
-def test_car_verdicts_split_at_50_percent_and_need_significant_inflation(rows, necessary, sufficient):
-    assert cross_dataset._car_verdicts(_measured(*rows)) == (necessary, sufficient)
+def test_car_reading_splits_at_50_percent_and_needs_significant_inflation(rows, necessary, sufficient):
+    assert cross_dataset._car_reading(_measured(*rows)) == (necessary, sufficient)
 
 
 # --------------------------------------------------------------------------- study 3: difficulty sweep
@@ -655,40 +548,42 @@ def test_relative_accuracy_maps_chance_to_0_and_the_ceiling_to_1():
 def test_study3_table_matches_published_points_by_relative_accuracy(planted_study3):
     # chance 10%, our ceiling 90%: level 0 sits at 1.0 (the paper's 97%), level 2 at 0.2, next to
     # the paper's 26.8% (0.193) and 25% (0.172); level 4 (0.5) matches none
-    assert f_test_p(9.0, 5, 5) < 0.05
-    table = difficulty_sweep.paper_vs_reproduced(planted_study3, chance=10.0, stand_in=None)
+    table = difficulty_sweep.paper_vs_reproduced(planted_study3, chance=10.0, stand_in=None, runs=sweep_runs())
     ceiling, hard, hardest = (_row(table, f"VR at {acc:g}% accuracy") for acc in (97.0, 26.8, 25.0))
-    assert "at level 0" in ceiling.ours and ceiling.ours.startswith(f"{1 / 9:.2f}")
-    assert "at level 2" in hard.ours and "at level 2" in hardest.ours and hard.ours.startswith("9.00")
-    for r in (ceiling, hard, hardest):  # published 0.25, 2.18, 16.73: each matched in direction, significant
-        assert r.verdict == "reproduced (direction and significance)"
+    assert ceiling.quantity.endswith("level 0, 90.0% (1.00)") and ceiling.ours.startswith(f"{1 / 9:.3g} [")
+    assert hard.quantity.endswith("level 2, 26.0% (0.20)") and hardest.quantity.endswith("level 2, 26.0% (0.20)")
+    assert hard.ours.startswith("9 [") and hard.n == "6 vs 6"
+    assert float(hard.p) == pytest.approx(f_test_p(9.0, 5, 5), rel=1e-2)
+    # the central claim: level 2's VR over level 0's, 9 / (1/9) = 81 against 16.73 / 0.25 = 66.9
+    contrast, p = contrast_reference(9.0, [1 / 9])
+    central = table.iloc[0]
+    assert central.quantity.startswith(difficulty_sweep.HEADLINE) and central.quantity.endswith("level 2 over level 0")
+    assert central.ours.startswith(f"{contrast:.3g} [") and float(central.p) == pytest.approx(p, rel=1e-2)
+    assert central.verdict == "reproduced"  # Holm over four: 4 p = 0.002; the CI reaches 66.9
     # accuracies 90, 26, 50 against VRs 1/9, 9, 1: rho = -1, but 3 points give an exact p of 2/3! = 1/3
-    trend = _row(table, "trend")
-    assert (trend.ours.startswith("rho = -1.00 (p = 0.33")
-            and trend.verdict == "direction only, not significant at this scale")
-    peak = _row(table, "VR is large only at intermediate difficulty")
-    assert "at level 2" in peak.ours and peak.verdict == "reproduced: significant inflation at an intermediate level"
-    spans = _row(table, "accuracy range").verdict
-    assert (spans.startswith(f"spans {1 - (26 - 10) / (90 - 10):.0%} ")
-            and spans.endswith(f"(the paper's: {1 - 15 / 87:.0%})"))
+    assert _row(table, "trend over levels").ours.startswith("rho = -1.00 (p = 0.33")
+    assert "at level 2" in _row(table, "where the largest VR lies").ours
+    spans = _row(table, "accuracy range").ours
+    assert f"spans {1 - (26 - 10) / (90 - 10):.0%} " in spans and spans.endswith(f"(the paper's: {1 - 15 / 87:.0%})")
 
 
-def test_study3_a_published_point_without_a_nearby_level_says_so():
+def test_study3_a_published_point_without_a_nearby_level_is_not_measured():
     summary = pd.DataFrame([dict(level=0, top1_mean=90.0, vr=0.2, f_p=0.01, ci_low=0.1, ci_high=0.5),
                             dict(level=1, top1_mean=60.0, vr=5.0, f_p=0.01, ci_low=2.0, ci_high=9.0)])
-    table = difficulty_sweep.paper_vs_reproduced(summary, chance=10.0, stand_in="mnist")
+    runs = pd.DataFrame(arm_rows("clamp", 0.9, 0.01, level=0) + arm_rows("subtract", 0.9, 0.02, level=0)
+                        + arm_rows("clamp", 0.6, 0.02, level=1) + arm_rows("subtract", 0.6, 0.01, level=1))
+    table = difficulty_sweep.paper_vs_reproduced(summary, chance=10.0, stand_in="mnist", runs=runs)
     distance = abs((60 - 10) / (90 - 10) - 16.8 / 87)  # 0.625 against 0.193: beyond the 0.15 allowed
-    assert _row(table, "VR at 26.8% accuracy").verdict == (
-        f"no level at this relative accuracy (the nearest is {distance:.2f} of the chance-to-ceiling range away); "
-        "reproduced (direction and significance); measured on mnist, not on SVHN")
-    assert _row(table, "VR at 97% accuracy").verdict == (
-        "reproduced (direction and significance); measured on mnist, not on SVHN")
-    # the largest VR at an end of a two-level sweep
-    assert _row(table, "VR is large").verdict.startswith("significant inflation, but at an end of the sweep")
+    far = _row(table, "VR at 26.8% accuracy")
+    assert far.verdict == "not measured" and far.ours == (
+        f"not measured: no level at this relative accuracy (the nearest, level 1, is {distance:.2f} of the "
+        "chance-to-ceiling range away)")
+    assert _row(table, "VR at 97% accuracy").n == "6 vs 6"
+    assert table.iloc[0].verdict == "not measured"  # no level near 25%: no contrast
+    assert _row(table, "where the largest VR lies").ours.endswith("an end level")
 
 
-def test_study1_dose_row_names_the_margins_that_ran():
-    out = {**study1_out(dose=(2.0, 0.3)), "m0": 0.3, "dose_m0": 0.15}
+def test_study1_dose_row_names_the_margins_that_ran(s1):
+    out = {**margin_factorial.analyze(factorial_runs(), s1), "dose_m0": 0.15}
     dose = _row(margin_factorial.paper_vs_reproduced(out), "dose-response")
-    assert dose.quantity == "dose-response: VR with m0 = 0.15 (F-test p)"
-    assert dose.verdict == "reproduced: smaller than at m0 = 0.3"
+    assert dose.quantity == "dose-response: VR with m0 = 0.15 (clamp) against subtract at m0"

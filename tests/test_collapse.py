@@ -3,12 +3,15 @@ form, slow rate, stop-gradient fixed point."""
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
 from lib import collapse as C
 from lib import collapse_student as CS
 from lib import collapse_theory as CT
+from lib.notebook import resolve_command
+from lib.studies import find_study, stop_gradient
 
 
 def _start(n=5, m=20, r=0.2, d=8, seed=0):
@@ -182,7 +185,6 @@ def test_closed_form_label_distances_decay_exactly_at_the_slow_rate():
 
 
 def _quick_plan():
-    from lib.studies import stop_gradient
 
     return stop_gradient.plan(stop_gradient.resolve({"profile": "quick", "slow_head_rate": 1.0}))
 
@@ -240,7 +242,6 @@ def test_every_profile_key_is_a_config_field_or_a_study_setting():
     import dataclasses
 
     from lib.collapse_train import CollapseConfig
-    from lib.studies import stop_gradient
 
     fields = {f.name for f in dataclasses.fields(CollapseConfig)}
     assert set(stop_gradient.FIELDS) <= fields
@@ -250,7 +251,6 @@ def test_every_profile_key_is_a_config_field_or_a_study_setting():
 
 def test_a_parameter_left_as_none_takes_the_profile_then_the_config_default():
     from lib.collapse_train import CollapseConfig
-    from lib.studies import stop_gradient
 
     s = stop_gradient.resolve({"profile": "smoke", "slow_head_rate": 0.0, "embed_dim": 12})
     assert s["embed_dim"] == 12 and s["num_classes"] == stop_gradient.PROFILES["smoke"]["num_classes"]
@@ -258,3 +258,42 @@ def test_a_parameter_left_as_none_takes_the_profile_then_the_config_default():
     configs = stop_gradient.plan(s)
     assert all(isinstance(c, CollapseConfig) and c.embed_dim == 12 for c in configs)
     assert {c.steps for c in configs if c.experiment in ("teacher_student", "real")} == {s["student_steps"]}
+
+
+# ------------------------------------------------------------------ study 6's claims through the verdict engine
+
+
+def _claim_runs(sg_ratio: float, no_sg_ratio: float, zero_ratio: float, seeds: int = 3) -> pd.DataFrame:
+    """Planted runs of study 6's three claim experiments: per seed and r, the final/initial separation ratio
+    (with SG ``sg_ratio``, without ``no_sg_ratio``; the embedding model ``zero_ratio`` at r = 0 and
+    ``no_sg_ratio`` at r > 0), each seed's ratio multiplied by 1.5^seed so that the seeds differ."""
+    rows = []
+    for seed in range(seeds):
+        jitter = 1.5 ** seed
+        for r in (0.0, 0.1, 0.2):
+            rows.append(dict(status="ok", experiment="embedding", mode="none", r=r, seed=seed, head_rate=1.0,
+                             min_label_distance_final_ratio=(zero_ratio if r == 0 else no_sg_ratio) * jitter))
+            for experiment in ("teacher_student", "head"):
+                for mode, ratio in (("sg", sg_ratio), ("no_sg", no_sg_ratio)):
+                    rows.append(dict(status="ok", experiment=experiment, mode=mode, r=r, seed=seed, head_rate=1.0,
+                                     min_label_distance_final_ratio=ratio * jitter))
+    slow = [dict(rows[-1], head_rate=0.1, min_label_distance_final_ratio=1e-12)]  # a slow-head run: left out
+    return pd.DataFrame(rows + slow)
+
+
+def test_study6_claims_are_seed_level_log_separations_and_name_the_reconstruction():
+    s, _ = resolve_command(find_study("06"), profile="smoke", parameters={})
+    runs = _claim_runs(sg_ratio=0.9, no_sg_ratio=1e-4, zero_ratio=0.5)
+    table = stop_gradient.paper_vs_reproduced({"runs": runs}, {**s, "head_rate": 1.0})
+    central = table.iloc[0]
+    assert central.quantity.startswith(stop_gradient.HEADLINE) and "our reconstruction" in central.quantity
+    # with SG - without, per seed: log10(0.9) - log10(1e-4) whatever the seed's factor, over 3 seeds per arm
+    assert central.ours.startswith(f"{math.log10(0.9) + 4:.3g} [") and central.n == "3 vs 3"
+    assert central.verdict == "reproduced" and "[ours] model" in central.evidence
+    frustration = table[table.quantity.str.startswith("embedding model")].iloc[0]
+    assert frustration.ours.startswith(f"{math.log10(0.5) + 4:.3g} [")
+    head = table[table.quantity.str.startswith("shared head")].iloc[0]
+    assert head.ours.startswith(f"{math.log10(0.9) + 4:.3g} [")  # the slow-head run is not among them
+    # no collapse without SG: the claim is contradicted by the numbers
+    flipped = stop_gradient.paper_vs_reproduced({"runs": _claim_runs(1e-4, 0.9, 0.5)}, {**s, "head_rate": 1.0})
+    assert flipped.iloc[0].verdict == "contradicted"

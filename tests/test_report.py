@@ -15,22 +15,25 @@ import pandas as pd
 import pytest
 
 from lib import PROJECT_ROOT
-from lib.report import KINDS, STUDY_SPEC, verdict_kind, write_index
-from lib.studies import STUDIES, common
+from lib.coverage import coverage, planned_configs, readme_block
+from lib.report import (
+    KINDS,
+    README_VERDICTS_BEGIN,
+    README_VERDICTS_END,
+    STUDY_SPEC,
+    readme_verdict_lines,
+    verdict_kind,
+    write_index,
+)
+from lib.studies import STUDIES
 
 matplotlib.use("Agg")
 
 SHIPPED = PROJECT_ROOT / "results"
-# Verdicts as the study modules write them, each with the kind a reader should see counted
-KNOWN = [("reproduced (direction and significance)", "reproduced"),
-         ("close (within 15 points); measured on shapes10, not on CIFAR-10", "reproduced"),
-         ("direction only, not significant at this scale", "direction"),
-         ("direction reproduced (one seed per arm: no test)", "direction"),
-         ("not reproduced at this scale (p >= 0.05)", "not-reproduced"),
-         ("includes 1: not reproduced at this scale", "not-reproduced"),
-         ("not measured", "not-measured"),
-         ("not measured (not in this profile's datasets)", "not-measured"),
-         ("identical twins: pooling them doubles the F-test's degrees of freedom", "note")]
+# The verdicts of lib.verdicts' grammar, each with the CSS class a reader should see counted
+KNOWN = [("reproduced", "reproduced"), ("reproduced, smaller", "smaller"), ("contradicted", "contradicted"),
+         ("not reproduced", "not-reproduced"), ("inconclusive (power 33%; 12 seeds per arm for 80%)", "inconclusive"),
+         ("not measured", "not-measured"), ("check", "check")]
 
 
 def _png() -> str:
@@ -44,10 +47,22 @@ def _png() -> str:
     return base64.b64encode(buffer.getvalue()).decode()
 
 
-def _verdict_table(path: Path, verdicts: list[str]) -> None:
-    pd.DataFrame({"quantity": [f"claim {i} <{i}>" for i in range(len(verdicts))],
-                  "ours": [f"{i}.5" for i in range(len(verdicts))], "paper": ["1.0"] * len(verdicts),
-                  "evidence": ["[paper]"] * len(verdicts), "verdict": verdicts}).to_csv(path, index=False)
+def _verdict_table(path: Path, verdicts: list[str], *, engine: bool = True,
+                   quantities: list[str] | None = None) -> None:
+    """A paper-vs-reproduced table as a notebook writes it: through lib.verdicts (``engine``: its columns), or
+    as tables were written before it (quantity, ours, paper, evidence, verdict)."""
+    n = len(verdicts)
+    frame = pd.DataFrame({"quantity": quantities or [f"claim {i} <{i}>" for i in range(n)],
+                          "ours": [f"{i}.5 [{i}, {i + 1}]" for i in range(n)], "paper": ["1.0"] * n,
+                          "evidence": ["[paper]"] * n, "verdict": verdicts})
+    if engine:
+        inconclusive = [v.startswith("inconclusive") for v in verdicts]
+        frame = frame.assign(n=["5 vs 5"] * n, p=["0.5"] * n, p_holm=["1"] * n,
+                             power=["33%" if i else "90%" for i in inconclusive],
+                             seeds_needed=["12" if i else "2" for i in inconclusive],
+                             kind=["check" if v == "check" else "claim" for v in verdicts],
+                             seeds_parameters=["" if v == "check" else "seeds" for v in verdicts])
+    frame.to_csv(path, index=False)
 
 
 @pytest.fixture
@@ -66,8 +81,7 @@ def results(tmp_path):
     for name in ("01_margin_factorial_quick", "06_stop_gradient_collapse_quick"):
         nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")]),
                        tmp_path / "notebooks" / f"{name}.ipynb")
-    _verdict_table(tmp_path / "tables" / "01_margin_factorial_cpu_paper_vs_reproduced.csv",
-                   [v for v, _ in KNOWN] + ["a verdict no rule knows"])
+    _verdict_table(tmp_path / "tables" / "01_margin_factorial_cpu_paper_vs_reproduced.csv", [v for v, _ in KNOWN])
     _verdict_table(tmp_path / "tables" / "01_margin_factorial_quick_paper_vs_reproduced.csv", ["not measured"])
     pd.DataFrame({"run_id": list("abcde"), "dataset": ["cifar10"] * 5, "status": ["ok"] * 4 + ["diverged"],
                   "git_commit": ["0123456789abcdef"] * 3 + ["fedcba9876543210"] * 2,
@@ -86,27 +100,33 @@ def badge_counts(cell: str) -> dict[str, int]:
     return {kind: int(n) for kind, n in re.findall(r'<span class="badge ([a-z-]+)"[^>]*>[^<]*? (\d+)</span>', cell)}
 
 
-def test_verdict_kinds_of_the_study_modules_verdicts():
+def expected_classes(table: pd.DataFrame) -> list[str]:
+    """The CSS class of each row: the grammar's, or "superseded" for a table written before the engine."""
+    if "power" not in table:
+        return ["superseded"] * len(table)
+    return [verdict_kind(v) for v in table.verdict.fillna("")]
+
+
+def test_verdict_kinds_are_the_grammar_of_lib_verdicts():
     for verdict, kind in KNOWN:
         assert verdict_kind(verdict) == kind, verdict
-    # the verdict function the CFF studies share, in each of its branches
-    assert verdict_kind(common.verdict_variance_ratio(3.0, 0.01, 5.9)) == "reproduced"
-    assert verdict_kind(common.verdict_variance_ratio(3.0, 0.2, 5.9)) == "direction"
-    assert verdict_kind(common.verdict_variance_ratio(0.5, 0.2, 5.9)) == "not-reproduced"
-    assert verdict_kind(common.verdict_variance_ratio(0.5, 0.01, 5.9)) == "not-reproduced"
-    assert verdict_kind(common.verdict_variance_ratio(float("nan"), 0.01, 5.9)) == "not-measured"
-    # study 3's caveat does not hide the verdict after it
-    assert verdict_kind("no level at this relative accuracy (the nearest is 0.30 of the chance-to-ceiling range "
-                        "away); direction only, not significant at this scale") == "direction"
-    assert verdict_kind("a verdict no rule knows") is None
+    assert set(KINDS) == {kind for _, kind in KNOWN} | {"superseded"}
+    for words in ("reproduced (direction and significance)", "close (within 15 points)", "a verdict no rule knows"):
+        assert verdict_kind(words) is None  # words outside the grammar are never counted as one of its verdicts
 
 
-def test_every_shipped_verdict_has_a_known_kind():
+def test_every_shipped_verdict_is_in_the_grammar_unless_its_table_awaits_a_re_run():
     tables = sorted((SHIPPED / "tables").glob("*_paper_vs_reproduced.csv"))
     assert tables
-    unknown = [(t.name, v) for t in tables for v in pd.read_csv(t, dtype=str).verdict.fillna("")
-               if verdict_kind(v) is None]
-    assert unknown == [], "add a rule to lib.report.VERDICT_RULES for these verdicts"
+    for path in tables:
+        table = pd.read_csv(path, dtype=str)
+        study, profile = re.match(r"(\d\d_[a-z0-9_]+?)_(quick|cpu|paper|smoke)_paper", path.name).groups()
+        if "power" in table:
+            assert None not in expected_classes(table), path.name
+            tested = table[table.kind == "claim"]
+            assert (tested.verdict == "not measured").any() or (tested.power != "–").all(), path.name
+        else:  # written before the engine: allowed only while the profile's re-run is incomplete
+            assert not coverage(study, profile, SHIPPED).current, f"{path.name}: re-render it through lib.verdicts"
 
 
 def test_every_study_names_a_headline_row_of_its_shipped_tables():
@@ -115,8 +135,10 @@ def test_every_study_names_a_headline_row_of_its_shipped_tables():
         # the quick tables are re-rendered by the main job; a cpu table may predate today's row names until its
         # re-run, and then the summary shows no headline badge (test_summary_counts_equal_the_shipped_tables)
         for table in (SHIPPED / "tables").glob(f"{study.name}_quick_paper_vs_reproduced.csv"):
-            quantities = pd.read_csv(table, dtype=str).quantity
-            assert quantities.str.startswith(study.module.HEADLINE).any(), f"{table.name}: {study.module.HEADLINE}"
+            table = pd.read_csv(table, dtype=str)
+            named = table[table.quantity.str.startswith(study.module.HEADLINE)]
+            assert len(named) == 1, f"{study.name}: {study.module.HEADLINE}"
+            assert named.iloc[0].kind == "claim", f"{study.name}: the headline is a check, not the paper's claim"
 
 
 def test_summary_has_a_row_per_study_with_its_verdicts_counted_by_kind(results):
@@ -124,8 +146,8 @@ def test_summary_has_a_row_per_study_with_its_verdicts_counted_by_kind(results):
     rows = summary_rows(page)
     assert list(rows) == ["01_margin_factorial", "06_stop_gradient_collapse"]
     assert page.index('class="summary"') < page.index("<h2")  # the summary comes first
-    # study 1's row: its strongest profile, cpu, counted from the table's verdicts, the unknown one as "other"
-    expected = Counter(kind for _, kind in KNOWN) + Counter(other=1)
+    # study 1's row: no profile's plan is recorded here, so its strongest rendered one, cpu
+    expected = Counter(kind for _, kind in KNOWN)
     assert badge_counts(rows["01_margin_factorial"]) == dict(expected)
     assert list(badge_counts(rows["01_margin_factorial"])) == [k for k in KINDS if k in expected]  # fixed order
     assert STUDIES["01"].module.QUESTION in rows["01_margin_factorial"]
@@ -134,11 +156,42 @@ def test_summary_has_a_row_per_study_with_its_verdicts_counted_by_kind(results):
     assert "no verdicts" in rows["06_stop_gradient_collapse"] and badge_counts(rows["06_stop_gradient_collapse"]) == {}
     # the headline: study 1 names no row of this table, and a badge never comes from another row
     assert "this table has no headline row" in rows["01_margin_factorial"]
-    assert not re.search(r'>reproduced</span> claim', rows["01_margin_factorial"])
     for link in re.findall(r'href="#([^"]+)"', "".join(rows.values())):
         assert f'<h2 id="{link}">' in page
-    # each verdict row of the section carries its kind
-    assert page.count('<tr class="other">') == 1 and page.count('<tr class="note">') == 1
+    # each verdict row of the section carries its class
+    assert page.count('<tr class="check">') == 1 and page.count('<tr class="inconclusive">') == 1
+
+
+def test_the_headline_is_the_central_claim_with_its_ci_and_power(results):
+    headline = STUDIES["01"].module.HEADLINE
+    _verdict_table(results / "tables" / "01_margin_factorial_cpu_paper_vs_reproduced.csv",
+                   ["check", "inconclusive (power 33%; 12 seeds per arm for 80%)"],
+                   quantities=["a check of ours", f"{headline}, seeds as the unit"])
+    row = summary_rows(write_index(results).read_text())["01_margin_factorial"]
+    assert re.search(r'<span class="badge inconclusive"[^>]*>inconclusive \(power 33%; 12 seeds per arm for 80%\)'
+                     r"</span> " + re.escape(html.escape(headline)), row)
+    assert "<b>1.5 [1, 2]</b> (paper: 1.0); power 33% at the paper's value, 5 vs 5 seeds" in row
+
+
+def test_a_table_written_before_the_engine_is_shown_apart_and_never_counted(results):
+    _verdict_table(results / "tables" / "01_margin_factorial_cpu_paper_vs_reproduced.csv",
+                   ["reproduced (direction and significance)", "close (within 15 points)"], engine=False)
+    page = write_index(results).read_text()
+    assert badge_counts(summary_rows(page)["01_margin_factorial"]) == {"superseded": 2}
+    assert "was written before the verdict engine" in page and page.count('<tr class="superseded">') == 2
+    assert '<span class="badge reproduced"' not in page
+
+
+def test_what_it_would_take_lists_each_inconclusive_claim_with_its_commands_and_their_runs(results):
+    page = write_index(results).read_text()
+    section = page[page.index('<h2 id="to-decide">'):page.index("</table>", page.index('<h2 id="to-decide">'))]
+    rows = re.findall(r"<tr><td class=\"study\">(.*?)</tr>", section, re.S)
+    assert len(rows) == 1  # the one inconclusive claim of the shown table
+    for profile in ("cpu", "paper"):
+        planned = len(planned_configs(STUDIES["01"], profile, None, {"seeds": 12}))
+        assert f"<code>python -m lib.dispatch 01 --profile {profile} -p seeds 12</code>" in rows[0]
+        # nothing is recorded in this results folder: every run of the plan is new, its time unknown
+        assert f"{planned} new runs of {planned}; time per run unknown" in rows[0]
 
 
 def test_summary_counts_equal_the_shipped_tables(tmp_path):
@@ -149,7 +202,7 @@ def test_summary_counts_equal_the_shipped_tables(tmp_path):
     for study, row in rows.items():
         shown = re.search(r'<div class="meta">(\w+)', row)[1]
         table = pd.read_csv(SHIPPED / "tables" / f"{study}_{shown}_paper_vs_reproduced.csv", dtype=str)
-        assert badge_counts(row) == dict(Counter(verdict_kind(v) or "other" for v in table.verdict.fillna("")))
+        assert badge_counts(row) == dict(Counter(expected_classes(table)))
         named = table[table.quantity.str.startswith(STUDIES[study[:2]].module.HEADLINE)]
         if len(named):
             assert f"<b>{html.escape(named.iloc[0].ours)}</b>" in row
@@ -159,8 +212,8 @@ def test_summary_counts_equal_the_shipped_tables(tmp_path):
 
 def test_sections_show_provenance_verdicts_and_figure(results):
     page = write_index(results).read_text()
-    assert page.count("<h2") == 3
-    assert "a verdict no rule knows" in page and "claim 0 &lt;0&gt;" in page  # escaped, not raw HTML
+    assert page.count('<h2 id="0') == 3  # a section per render (the page's other headings aside)
+    assert "claim 0 &lt;0&gt;" in page  # escaped, not raw HTML
     assert "data cifar10" in page and "5 runs (4 ok, 1 diverged)" in page
     # which runs came from which commit, plainly
     assert ("runs from 2 commits: 3 from commit 0123456789 (clean), 2 from commit fedcba9876 with uncommitted "
@@ -242,3 +295,10 @@ def test_machines_are_named_and_cells_on_one_machine_only_are_counted():
     split = [record(s, "clamp", "A") for s in range(3)] + [record(s, "subtract", "B") for s in range(2)]
     assert machine_statement(split) == ("runs on 2 machines: A (AVX2) 3, B (AVX2) 2; 2 of 2 cells of the design ran "
                                         "on one machine only: those arms are not balanced across machines")
+
+
+def test_the_readme_lists_each_central_claim_as_the_shipped_tables_say():
+    text = (PROJECT_ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme_block(text, README_VERDICTS_BEGIN, README_VERDICTS_END)
+    assert block == "\n".join(readme_verdict_lines(SHIPPED)) + "\n", "run python -m lib.report --readme"
+    assert block.count("\n- **") + block.startswith("- **") == len(STUDIES)

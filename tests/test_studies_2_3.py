@@ -134,9 +134,11 @@ def test_skip_missing_leaves_the_dataset_out_and_keeps_the_reason(tmp_path, monk
     assert list(sources) == ["shapes10"] and list(skipped) == ["cifar100"]
     assert "was not found" in skipped["cifar100"] and "What you can do" in skipped["cifar100"]
     assert {c.dataset for c in cross_dataset.plan(s)} == {"shapes"}
-    table = cross_dataset.paper_vs_reproduced(pd.DataFrame(columns=["dataset", "like", "vr"]), skipped)
+    table = cross_dataset.paper_vs_reproduced(pd.DataFrame(columns=["dataset", "like", "vr"]), skipped,
+                                              pd.DataFrame(columns=["dataset", "margin_mode", "seed", "status"]))
     cifar100 = table[table.quantity.str.startswith("CIFAR-100")].iloc[0]
-    assert cifar100.ours == "not run" and "skipped" in cifar100.verdict and "was not found" in cifar100.verdict
+    assert cifar100.verdict == "not measured" and cifar100.ours.startswith("not measured: skipped: ")
+    assert "was not found" in cifar100.ours
 
 
 def test_every_missing_dataset_skipped_is_a_parameter_error(tmp_path, monkeypatch):
@@ -190,41 +192,68 @@ def _summary_row(dataset, like, vr, p, car, acc=90.0):
                 density_expected=50.0, density_balanced=49.0)
 
 
+def _runs(dataset, vr, car, seeds=8):
+    """Seed-level runs of one dataset whose sample variance ratio clamp / subtract is exactly ``vr``."""
+    z = np.random.default_rng(0).normal(size=seeds)
+    z = (z - z.mean()) / z.std(ddof=1)
+    return [dict(dataset=dataset, margin_mode=mode, seed=i, status="ok", run_id=f"{dataset}-{mode}-{i}",
+                 top1=0.5 + 0.01 * scale * x, top5=np.nan, car_layer0_final=car / 100)
+            for mode, scale in (("clamp", math.sqrt(vr)), ("subtract", 1.0)) for i, x in enumerate(z)]
+
+
 def test_study2_uses_the_real_dataset_before_a_stand_in_and_says_which():
-    summary = pd.DataFrame([_summary_row("fashion_mnist", "fashion_mnist", 0.1, 0.01, 40.0),
-                            _summary_row("mnist", "svhn", 3.0, 0.01, 70.0),
-                            _summary_row("cifar10", "cifar10", 0.8, 0.7, 38.0)])
-    table = cross_dataset.paper_vs_reproduced(summary, {})
-    by = table.set_index("quantity")
-    fm = by.loc["Fashion-MNIST: VR = Var(clamp)/Var(subtract)"]
-    assert "stand-in" not in fm.ours and fm.verdict.startswith("reproduced")
-    svhn = by.loc["SVHN: VR = Var(clamp)/Var(subtract)"]
-    assert "mnist, a stand-in" in svhn.ours and "not reproduced" in svhn.verdict and "not on SVHN" in svhn.verdict
-    assert by.loc["CIFAR-10: VR = Var(clamp)/Var(subtract)"].verdict.startswith("not reproduced")
-    assert by.loc["CIFAR-100: VR = Var(clamp)/Var(subtract)"].ours == "not run"
+    planted = [("fashion_mnist", "fashion_mnist", 0.1, 40.0), ("mnist", "svhn", 3.0, 70.0),
+               ("cifar10", "cifar10", 0.8, 38.0)]
+    summary = pd.DataFrame([_summary_row(d, like, vr, 0.01, car) for d, like, vr, car in planted])
+    runs = pd.DataFrame([r for d, _, vr, car in planted for r in _runs(d, vr, car)])
+    by = cross_dataset.paper_vs_reproduced(summary, {}, runs).set_index("quantity")
+    fm = by.loc["Fashion-MNIST: VR = Var(clamp)/Var(subtract)"]  # its own entry: no stand-in named
+    assert fm.ours.startswith("0.1 [") and fm.n == "8 vs 8"
+    assert "SVHN: VR = Var(clamp)/Var(subtract) (on mnist, a stand-in)" in by.index
+    assert by.loc["CIFAR-100: VR = Var(clamp)/Var(subtract)"].ours == "not measured: not in this profile's datasets"
+    # the reversal: CIFAR-10's 0.8 over the geometric mean of 3 (mnist for SVHN) and 0.1
+    reversal = by.loc[by.index.str.startswith("the reversal")].iloc[0]
+    assert reversal.ours.startswith(f"{0.8 / math.sqrt(3.0 * 0.1):.3g} [")
+    assert "SVHN (mnist), Fashion-MNIST (fashion_mnist)" in reversal.name
     # mnist, the only dataset with CAR >= 50%, is also the only one with significant inflation
-    assert "not refuted" in by.loc["high CAR is necessary, not sufficient"].verdict
-    rule = by.loc[by.index.str.startswith("layer-0 CAR below 50%")].iloc[0]
-    assert rule.verdict.startswith("consistent") and "2 dataset(s)" in rule.verdict
+    assert by.loc["high CAR is necessary, not sufficient (a description across datasets)"].ours.endswith(
+        "every dataset with CAR >= 50% shows significant inflation")
 
 
-def _level_row(level, acc, vr, p):
-    return dict(level=level, top1_mean=acc, vr=vr, f_p=p, ci_low=vr / 3, ci_high=vr * 3)
+def _level_runs(level, vr, acc, seeds=8):
+    z = np.random.default_rng(1).normal(size=seeds)
+    z = (z - z.mean()) / z.std(ddof=1)
+    return [dict(level=level, margin_mode=mode, seed=i, status="ok", run_id=f"{level}-{mode}-{i}",
+                 top1=acc / 100 + 0.01 * scale * x)
+            for mode, scale in (("clamp", math.sqrt(vr)), ("subtract", 1.0)) for i, x in enumerate(z)]
 
 
 def test_study3_matches_published_points_by_relative_accuracy():
     # chance 10%, ceiling 90%: 26% accuracy lies 0.2 of the way up, as the paper's 26.8% of 97%
-    summary = pd.DataFrame([_level_row(0, 90.0, 0.3, 0.04), _level_row(1, 70.0, 1.5, 0.5),
-                            _level_row(2, 26.0, 12.0, 0.01), _level_row(3, 12.0, 2.0, 0.3)])
-    table = difficulty_sweep.paper_vs_reproduced(summary, chance=10.0, stand_in="mnist")
-    ceiling, hard = table.iloc[0], table.iloc[2]
-    assert "at level 0" in ceiling.ours and ceiling.verdict.startswith("reproduced")
-    assert "at level 2" in hard.ours and hard.verdict.startswith("reproduced")
-    assert all("not on SVHN" in v for v in table.verdict)
-    trend = table[table.quantity.str.startswith("trend")].iloc[0]
-    assert "rho" in trend.ours
-    intermediate = table[table.quantity.str.startswith("VR is large")].iloc[0]
-    assert "intermediate" in intermediate.ours and intermediate.verdict.startswith("reproduced")
+    levels = [(0, 90.0, 0.3), (1, 70.0, 1.5), (2, 26.0, 12.0), (3, 12.0, 2.0)]
+    summary = pd.DataFrame([_level_row(level, acc, vr, 0.04) for level, acc, vr in levels])
+    runs = pd.DataFrame([r for level, acc, vr in levels for r in _level_runs(level, vr, acc)])
+    table = difficulty_sweep.paper_vs_reproduced(summary, chance=10.0, stand_in="mnist", runs=runs)
+    ceiling, hard = _by_start(table, "VR at 97% accuracy"), _by_start(table, "VR at 26.8% accuracy")
+    assert ceiling.quantity.endswith(": level 0, 90.0% (1.00)") and ceiling.ours.startswith("0.3 [")
+    assert hard.quantity.endswith(": level 2, 26.0% (0.20)") and hard.ours.startswith("12 [")
+    assert all("(on mnist, not SVHN)" in q for q in table[table.kind == "claim"].quantity)
+    # the central claim: level 2's VR over level 0's, 12 / 0.3 = 40 against the published 16.73 / 0.25
+    difficulty = table.iloc[0]
+    assert difficulty.quantity.startswith(difficulty_sweep.HEADLINE) and difficulty.ours.startswith("40 [")
+    assert difficulty.quantity.endswith("level 2 over level 0")
+    assert "rho" in _by_start(table, "trend over levels").ours
+    assert "an intermediate level" in _by_start(table, "where the largest VR lies").ours
+
+
+def _by_start(table: pd.DataFrame, start: str) -> pd.Series:
+    hits = table[table.quantity.str.startswith(start)]
+    assert len(hits) == 1, (start, list(table.quantity))
+    return hits.iloc[0]
+
+
+def _level_row(level, acc, vr, p):
+    return dict(level=level, top1_mean=acc, vr=vr, f_p=p, ci_low=vr / 3, ci_high=vr * 3)
 
 
 def test_study3_level_parameters_are_checked():

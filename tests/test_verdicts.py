@@ -12,14 +12,16 @@ from lib import stats
 from lib.verdicts import (
     ALPHA,
     Claim,
+    _equivalence_power,
     _two_sample_power,
     by_seed,
+    check,
     decide,
     evaluate,
+    evaluate_contrast,
     holm,
     table,
     telescope_effect,
-    what_it_would_take,
 )
 
 VR = dict(measure="variance_ratio", evidence="[paper]")
@@ -229,13 +231,87 @@ def test_the_table_shows_ci_power_and_seeds_for_every_tested_row_and_checks_last
     assert vr.ours.startswith("2 [") and vr.power == "33%" and vr.seeds_needed == "12" and vr.n == "5 vs 5"
 
 
-def test_what_it_would_take_names_the_seeds_the_runs_the_command_and_the_cost():
+# ------------------------------------------------------------------------------ a published "no difference"
+
+EQ = dict(measure="equivalence", published=0.0, margin=1.0, evidence="[summary]")
+
+
+def shifted(z, diff, sd=1.0):
+    """Two arms with the same standardised draws (SD ``sd``), the first shifted by exactly ``diff``."""
+    z = sd * (z - z.mean()) / z.std(ddof=1)
+    return {i: float(x + diff) for i, x in enumerate(z)}, {i: float(x) for i, x in enumerate(z)}
+
+
+def test_the_tost_power_agrees_with_a_simulation_and_the_seeds_needed_reach_it():
+    rng = np.random.default_rng(2)
+    sims, n, margin = 20_000, 8, 1.0
+    a, b = rng.normal(size=(sims, n)), rng.normal(size=(sims, n))
+    diff = a.mean(axis=1) - b.mean(axis=1)
+    se = np.sqrt(a.var(axis=1, ddof=1) / n + b.var(axis=1, ddof=1) / n)
+    half = st.t.ppf(1 - ALPHA, 2 * n - 2) * se  # the TOST rejects when the 90% interval lies within ±margin
+    equivalent = (diff - half > -margin) & (diff + half < margin)
+    expected = _equivalence_power(0.0, margin, 1.0, n, n)
+    # the formula takes the SD as known: a small overstatement at n = 8, bounded here
+    assert abs(equivalent.mean() - expected) < 0.05
+    assert _equivalence_power(0.0, margin, 1.0, 100, 100) > 0.99 and _equivalence_power(0.0, margin, 1.0, 3, 3) == 0
+
+
+def test_a_published_no_difference_is_reproduced_only_by_an_equivalence_within_the_margin():
+    z = np.random.default_rng(4).normal(size=30)
+    within = one(Claim("means", **EQ), *shifted(z, 0.1, sd=0.5))  # 30 seeds, difference 0.1, SD 0.5
+    assert within.verdict == "reproduced" and within.p < 0.05 and within.notes["p_difference"] > 0.05
+    # a difference whose whole CI lies beyond the margin contradicts the claim
+    apart = one(Claim("means", **EQ), *shifted(z[:6], 3.0, sd=0.5))
+    assert apart.verdict == "contradicted" and apart.notes["p_difference"] < 0.05
+    # 5 seeds with SD 2: neither equivalence nor a difference can be shown
+    few = one(Claim("means", **EQ), *shifted(z[:5], 0.2, sd=2.0))
+    assert few.verdict == "inconclusive" and few.power < 0.8 and few.seeds_needed > 5
+    assert _equivalence_power(0.0, 1.0, 2.0, few.seeds_needed, few.seeds_needed) >= 0.8
+    # significant, but its CI straddles the margin: not shown equivalent although the design could: a null
+    wide = one(Claim("means", **{**EQ, "margin": 0.5}), *shifted(z[:20], 0.45, sd=0.3))
+    assert wide.verdict == "not reproduced" and wide.power >= 0.8 and wide.p > 0.05
+    with pytest.raises(ValueError, match="margin"):
+        Claim("means", measure="equivalence", published=0.0)
+
+
+def test_a_check_row_keeps_its_text_and_is_never_a_reproduction():
     a, b = scaled(np.random.default_rng(5).normal(size=5), 2.0)
-    inconclusive = one(Claim("VR", published=5.9, **VR), a, b)
-    plan = what_it_would_take(inconclusive, "01", seconds_per_run=700.0)
-    assert plan == {"quantity": "VR", "seeds": 12, "runs": 24, "run_hours": pytest.approx(24 * 700 / 3600),
-                    "command": ("python -m lib.dispatch 01 --profile paper -p seeds 12 --backend slurm "
-                                "--max-parallel 20")}
-    assert what_it_would_take(inconclusive, "01")["run_hours"] is None  # the profile's time unknown
-    a, b = scaled(np.random.default_rng(3).normal(size=20), 6.0)
-    assert what_it_would_take(one(Claim("VR", published=5.9, **VR), a, b), "01") is None  # decided already
+    rows = table(decide([check("twins", "7/7 identical", "gradient-neutral"), evaluate(Claim("VR", published=5.9,
+                                                                                           **VR), a, b)]))
+    assert rows.quantity.tolist() == ["VR", "twins"] and rows.kind.tolist() == ["claim", "check"]
+    twins = rows.iloc[1]
+    assert (twins.ours, twins.paper, twins.verdict, twins.power, twins.p_holm) == ("7/7 identical",
+                                                                                 "gradient-neutral", "check", "–", "–")
+
+
+# ------------------------------------------------------------------------------ one variance ratio against others
+
+
+def test_the_vr_contrast_is_the_ratio_over_the_geometric_mean_with_its_normal_theory_se():
+    z = np.random.default_rng(6).normal(size=8)
+    first, others = scaled(z, 6.0), [scaled(z, 0.5), scaled(z, 0.2)]
+    claim = Claim("reversal", measure="vr_contrast", published=20.0)
+    a = decide([evaluate_contrast(claim, first, others)])[0]
+    c = math.log(6.0) - (math.log(0.5) + math.log(0.2)) / 2
+    se = math.sqrt(4 / 7 + (4 / 7 + 4 / 7) / 4)  # Var(log VR) = 2/(n-1) + 2/(n-1) per dataset, n = 8
+    assert a.estimate == pytest.approx(math.exp(c)) and a.p == pytest.approx(2 * st.norm.sf(c / se))
+    assert a.ci == pytest.approx((math.exp(c - 1.959964 * se), math.exp(c + 1.959964 * se)), rel=1e-5)
+    assert a.verdict == "reproduced"  # p = 0.0003, and the CI [5.2, 225] reaches 20
+    # no other dataset: nothing to contrast
+    assert decide([evaluate_contrast(claim, first, [])])[0].verdict == "not measured"
+
+
+def test_the_vr_contrast_power_agrees_with_a_simulation():
+    rng = np.random.default_rng(7)
+    sims, n, ratio = 4000, 12, 4.0  # the first dataset's VR 4, the other two's 1: contrast 4
+    claim = Claim("reversal", measure="vr_contrast", published=ratio)
+    rejected = 0
+    for _ in range(sims):
+        def arms(r):
+            return ({i: float(x) for i, x in enumerate(rng.normal(size=n) * math.sqrt(r))},
+                    {i: float(x) for i, x in enumerate(rng.normal(size=n))})
+        rejected += evaluate_contrast(claim, arms(ratio), [arms(1.0), arms(1.0)]).p < ALPHA
+    expected = evaluate_contrast(claim, *(lambda z: (scaled(z, 1.0), [scaled(z, 1.0), scaled(z, 1.0)]))(
+        np.random.default_rng(8).normal(size=n))).power
+    # the normal approximation of log VR: within 0.06 of the simulated power at 12 seeds per arm
+    assert abs(rejected / sims - expected) < 0.06

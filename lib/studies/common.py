@@ -178,18 +178,6 @@ def compare_margin_arms(runs: pd.DataFrame, metric: str = "top1") -> dict | None
                 car_layer0_clamp=100 * clamp.car_layer0.mean(), car_layer0_subtract=100 * subtract.car_layer0.mean())
 
 
-def verdict_variance_ratio(vr: float, p: float, published: float) -> str:
-    """Reproduced only with the published direction (VR above or below 1) and p < 0.05."""
-    if not np.isfinite(vr):
-        return "not measured"
-    if p >= 0.05:
-        return ("direction only, not significant at this scale" if (vr > 1) == (published > 1)
-                else "not reproduced at this scale (no significant difference in variance)")
-    if (vr > 1) == (published > 1):
-        return "reproduced (direction and significance)"
-    return "not reproduced at this scale (significant, opposite direction)"
-
-
 def plot_ratio_with_ci(ax, x, ratio, low, high, **errorbar_kwargs) -> None:
     """Points of a ratio with their CI bars on a log axis.
 

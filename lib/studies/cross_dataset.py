@@ -15,11 +15,12 @@ paper-vs-reproduced table.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
-from lib import params
+from lib import params, verdicts
 from lib.cff import CFFConfig, train_cff
 from lib.config import as_dict
 from lib.data import DATASETS, DatasetNotFoundError, get_dataset
@@ -232,116 +233,128 @@ def expected_run_density(dataset_size: int, batch_size: int, num_classes: int, t
     return float(np.mean([expected_positive_pair_density(b, num_classes, dataset_size) for b in sizes]))
 
 
-def _car_verdicts(measured: pd.DataFrame) -> tuple[str, str]:
-    """Verdicts on the rule of thumb (low CAR -> no inflation) and on "CAR is not sufficient".
-
-    Inflation means VR > 1 with F-test p < 0.05; high CAR means layer-0 CAR >= 50% (clamp arm, final epoch).
-    """
+def _car_reading(measured: pd.DataFrame) -> tuple[str, str]:
+    """What the datasets say about the rule of thumb (low CAR -> no inflation) and "CAR is necessary, not
+    sufficient" (inflation: VR > 1 with F-test p < 0.05; high CAR: layer-0 CAR >= 50%, clamp arm, final epoch).
+    Descriptions across datasets, not tests: the verdicts are the per-dataset rows'."""
     inflated = set(measured[(measured.vr > 1) & (measured.f_p < 0.05)].dataset)
     low = list(measured[measured.car0_clamp_final < CAR_RULE_OF_THUMB].dataset)
     high = list(measured[measured.car0_clamp_final >= CAR_RULE_OF_THUMB].dataset)
     if not low:
-        necessary = "not tested: every dataset has CAR >= 50%"
+        necessary = "no dataset with CAR < 50% to look at"
     elif inflated & set(low):
-        necessary = "contradicted by " + ", ".join(d for d in low if d in inflated)
+        necessary = "significant VR > 1 with CAR < 50% on " + ", ".join(d for d in low if d in inflated)
     else:
-        necessary = f"consistent: no significant VR > 1 among the {len(low)} dataset(s) with CAR < 50%"
+        necessary = f"no significant VR > 1 among the {len(low)} dataset(s) with CAR < 50%"
     not_inflated = [d for d in high if d not in inflated]
     if not high:
-        sufficient = "not tested: no dataset has CAR >= 50%"
+        sufficient = "no dataset with CAR >= 50% to look at"
     elif not_inflated:
-        sufficient = "consistent: CAR >= 50% without significant variance inflation on " + ", ".join(not_inflated)
+        sufficient = "CAR >= 50% without significant variance inflation on " + ", ".join(not_inflated)
     else:
-        sufficient = "every dataset with CAR >= 50% shows significant inflation (sufficiency not refuted here)"
+        sufficient = "every dataset with CAR >= 50% shows significant inflation"
     return necessary, sufficient
 
 
-def _reversal_verdict(measured: pd.DataFrame) -> str:
-    """Whether the VRs go the published way (above 1 on CIFAR-10, below elsewhere), and significantly."""
-    compared = [r for r in measured.itertuples() if like(r.dataset) in PUBLISHED]
-    significant = [r for r in compared if r.f_p < 0.05]
-    against = [r.dataset for r in significant if (r.vr > 1) != (PUBLISHED[like(r.dataset)]["vr"] > 1)]
-    if not significant:
-        return "not reproduced at this scale: no VR differs significantly from 1"
-    if against:
-        return f"not reproduced at this scale: significant in the opposite direction on {', '.join(against)}"
-    if len(significant) == len(compared):  # and none against: every one as published
-        return "reproduced (every direction as published, each significant)"
-    return "partly: the significant ratios go as published, the others are not significant at this scale"
+FAMILY = "study 2"  # its claims are Holm-corrected together
+# The published claims, declared once (the per-dataset VRs are built from PUBLISHED): lib.verdicts tests each on
+# seed-level observations.
+OTHERS = [d for d in PUBLISHED if d != "cifar10"]
+OTHERS_GEOMETRIC_MEAN = math.exp(np.mean([math.log(PUBLISHED[d]["vr"]) for d in OTHERS]))
+REVERSAL = verdicts.Claim("the reversal: VR on CIFAR-10 over the geometric mean VR of the other sets", "vr_contrast",
+                          PUBLISHED["cifar10"]["vr"] / OTHERS_GEOMETRIC_MEAN, "[paper]", FAMILY,
+                          published_text="CIFAR-10 5.90 against CIFAR-100 0.39, SVHN 0.25, Fashion-MNIST 0.08")
 
 
-def _fmt_vr(r) -> str:
-    return f"{r.vr:.2f} (p = {r.f_p:.2g}, CI [{r.ci_low:.2f}, {r.ci_high:.2f}])" if np.isfinite(r.vr) else "undefined"
+def vr_claim(published: str, measured_on: str, top5: bool = False) -> verdicts.Claim:
+    """The VR claim of one published dataset, measured on its own entry or a stand-in (named in the quantity)."""
+    pub, name = PUBLISHED[published], display_name(published)
+    on = "" if measured_on == published else f" (on {measured_on}, a stand-in)"
+    if top5:
+        return verdicts.Claim(f"{name}: VR of top-5 accuracy (CFF's code reports top-5 on CIFAR-100){on}",
+                              "variance_ratio", pub["vr"], "[code]", FAMILY,
+                              published_text=f"{pub['vr']:.2f}, if the paper's VR is of top-5")
+    return verdicts.Claim(f"{name}: VR = Var(clamp)/Var(subtract){on}", "variance_ratio", pub["vr"], pub["vr_tag"],
+                          FAMILY, published_text=f"{pub['vr']:.2f}" + (f" (p = {pub['p']})" if "p" in pub else ""))
 
 
-def paper_vs_reproduced(summary: pd.DataFrame, skipped: dict) -> pd.DataFrame:
-    """Our number, the paper's, the evidence tag and an honest verdict for every published number.
+def arms(runs: pd.DataFrame, entry: str, metric: str = "top1") -> tuple[dict, dict]:
+    """Clamp's and subtract's ``{seed: metric in percent}`` on one dataset entry: the engine's input."""
+    seeds = common.seed_observations(runs[runs.dataset == entry], [], [metric])
+    return tuple({int(r.seed): 100 * float(getattr(r, metric)) for r in seeds[seeds.margin_mode == mode].itertuples()
+                  if np.isfinite(getattr(r, metric))} for mode in common.ARMS)
 
-    A published dataset is matched with its own entry when it ran, else with an entry that stands
-    in for it (named as such in the row), else the row says it was not run and why.
+
+def paper_vs_reproduced(summary: pd.DataFrame, skipped: dict, runs: pd.DataFrame) -> pd.DataFrame:
+    """Every published number through the verdict engine (lib.verdicts), on the seed-level observations of
+    ``runs``: per published dataset its VR (and CIFAR-100's top-5 reading), Holm-corrected as one family with the
+    reversal (:data:`REVERSAL`, CIFAR-10's VR against the others'), then our checks: the layer-0 CAR and the
+    accuracy against the paper's descriptions, what the datasets say about the CAR rules, and the positive-pair
+    density against its expectation.
+
+    A published dataset is matched with its own entry when it ran, else with an entry that stands in for it
+    (named as such in the row), else the row says it was not measured and why.
     """
-    rows = []
-
-    def row(quantity, ours, paper, tag, verdict):
-        rows.append(dict(quantity=quantity, ours=ours, paper=paper, evidence=tag, verdict=verdict))
-
     by_entry = {r.dataset: r for r in summary.itertuples()}
+    tested, checks, matched = [], [], {}
     for published, pub in PUBLISHED.items():
         name = display_name(published)
         match = by_entry.get(published) or next((r for r in summary.itertuples() if r.like == published), None)
         if match is None:
             reason = ("skipped: " + skip_reason(skipped[published]) if published in skipped
                       else "not in this profile's datasets")
-            row(f"{name}: VR = Var(clamp)/Var(subtract)", "not run", f"{pub['vr']:.2f}", pub["vr_tag"],
-                f"not measured ({reason})")
+            tested.append(replace(verdicts.evaluate(vr_claim(published, published)), notes={"why": reason}))
             continue
-        on = "" if match.dataset == published else f" on {match.dataset}, a stand-in"
-        stand_in = "" if match.dataset == published else f"; measured on {match.dataset}, not on {name}"
-        vr_paper = f"{pub['vr']:.2f}" + (f" (p = {pub['p']})" if "p" in pub else "")
-        verdict = (common.verdict_variance_ratio(match.vr, match.f_p, pub["vr"]) if np.isfinite(match.vr)
-                   else "not measured: the subtract arm has zero variance")
-        row(f"{name}: VR = Var(clamp)/Var(subtract)", _fmt_vr(match) + on, vr_paper, pub["vr_tag"], verdict + stand_in)
+        matched[published] = match.dataset
+        tested.append(verdicts.evaluate(vr_claim(published, match.dataset), *arms(runs, match.dataset)))
         if np.isfinite(match.vr_top5):
-            row(f"{name}: VR of top-5 accuracy (CFF's code reports top-5 on CIFAR-100)",
-                f"{match.vr_top5:.2f} (p = {match.f_p_top5:.2g}, "
-                f"CI [{match.ci_low_top5:.2f}, {match.ci_high_top5:.2f}]){on}",
-                f"{pub['vr']:.2f}, if the paper's VR is of top-5", "[code]",
-                common.verdict_variance_ratio(match.vr_top5, match.f_p_top5, pub["vr"]) + stand_in)
+            tested.append(verdicts.evaluate(vr_claim(published, match.dataset, top5=True),
+                                            *arms(runs, match.dataset, "top5")))
+        on = "" if match.dataset == published else f" (on {match.dataset}, a stand-in)"
+        ok = runs[(runs.dataset == match.dataset) & (runs.status == "ok")]
         if "car" in pub:
-            car = match.car0_clamp_final
-            row(f"{name}: layer-0 CAR (clamp arm), final epoch",
-                f"{car:.1f}% at epoch {match.final_epoch:.0f} of {match.final_epoch:.0f} (final; the paper's epoch is "
-                f"unknown); all-epoch mean {match.car0_clamp:.1f}%{on}", f"{pub['car']:.1f}%", pub["car_tag"],
-                ("close (within 15 points)" if abs(car - pub["car"]) <= 15
-                 else "differs by more than 15 points") + stand_in)
+            car = {int(r.seed): 100 * r.car_layer0_final for r in ok[ok.margin_mode == "clamp"].itertuples()}
+            claim = verdicts.Claim(f"{name}: layer-0 CAR (clamp arm), final epoch (%){on}", "one_sample", pub["car"],
+                                   pub["car_tag"], kind="check")
+            checks.append(verdicts.evaluate(claim, car))
         if "acc" in pub:
-            acc = (match.top1_clamp + match.top1_subtract) / 2
-            row(f"{name}: top-1 accuracy (mean of both arms)", f"{acc:.1f}%{on}", f"about {pub['acc']:.0f}%",
-                pub["acc_tag"],
-                ("close (within 5 points)" if abs(acc - pub["acc"]) <= 5 else
-                 "lower: not reproduced at this scale" if acc < pub["acc"] else "higher") + stand_in)
-
+            seeds = ok.groupby("seed").top1.mean()  # a seed's two arms: the accuracy of the dataset, per seed
+            claim = verdicts.Claim(f"{name}: top-1 accuracy, mean of both arms (%){on}", "one_sample", pub["acc"],
+                                   pub["acc_tag"], kind="check", published_text=f"about {pub['acc']:.0f}")
+            checks.append(verdicts.evaluate(claim, {int(k): 100 * v for k, v in seeds.items()}))
+    others = [arms(runs, entry) for published, entry in matched.items() if published != "cifar10"]
+    published_others = [PUBLISHED[p]["vr"] for p in matched if p != "cifar10"]
+    if "cifar10" in matched and published_others:
+        contrast = PUBLISHED["cifar10"]["vr"] / math.exp(np.mean(np.log(published_others)))
+        listed = ", ".join(f"{display_name(p)} ({e})" for p, e in matched.items() if p != "cifar10")
+        claim = replace(REVERSAL, published=contrast,
+                        quantity=f"{REVERSAL.quantity}: {display_name('cifar10')} ({matched['cifar10']}) against "
+                                 f"{listed}",
+                        published_text=f"{contrast:.3g} = 5.90 / geometric mean of "
+                                       + ", ".join(f"{v:.2f}" for v in published_others))
+        tested.insert(0, verdicts.evaluate_contrast(claim, arms(runs, matched["cifar10"]), others))
+    else:
+        tested.insert(0, replace(verdicts.evaluate(REVERSAL), notes={"why": "CIFAR-10 and another set needed"}))
+    rows = verdicts.decide(tested) + verdicts.decide(checks)
     measured = summary[np.isfinite(summary.vr.astype(float))]
     if len(measured):
         listing = "; ".join(f"{r.dataset}: CAR {r.car0_clamp_final:.0f}% (final epoch), VR {r.vr:.2f} (p = {r.f_p:.2g})"
                             for r in measured.itertuples())
-        necessary, sufficient = _car_verdicts(measured)
-        row(f"layer-0 CAR below {CAR_RULE_OF_THUMB:.0f}% -> clamping effect negligible (rule of thumb)", listing,
-            f"CAR < {CAR_RULE_OF_THUMB:.0f}%: no variance inflation", "[summary]", necessary)
-        row("high CAR is necessary, not sufficient", listing, "CAR necessary, not sufficient", "[paper]", sufficient)
-        signs = ", ".join(f"{r.dataset} {'>' if r.vr > 1 else '<'} 1 (p = {r.f_p:.2g})" for r in measured.itertuples())
-        stand_ins = [r.dataset for r in measured.itertuples() if like(r.dataset) != r.dataset]
-        row("the reversal: VR > 1 on CIFAR-10, < 1 on the other sets", signs,
-            "CIFAR-10 > 1; CIFAR-100, SVHN, Fashion-MNIST < 1", "[paper]",
-            _reversal_verdict(measured) + (f"; {', '.join(stand_ins)} compared as stand-ins" if stand_ins else ""))
+        necessary, sufficient = _car_reading(measured)
+        rows.append(verdicts.check(f"layer-0 CAR below {CAR_RULE_OF_THUMB:.0f}% -> clamping effect negligible "
+                                   "(rule of thumb; a description across datasets)", f"{listing}: {necessary}",
+                                   f"CAR < {CAR_RULE_OF_THUMB:.0f}%: no variance inflation", "[summary]"))
+        rows.append(verdicts.check("high CAR is necessary, not sufficient (a description across datasets)",
+                                   f"{listing}: {sufficient}", "CAR necessary, not sufficient", "[paper]"))
     for r in summary.itertuples():
-        row(f"{r.dataset}: positive-pair density per anchor", f"{r.density_measured:.1f}",
-            "about 101 (10 classes), 9 (100 classes) at batch 512", "[ours]",
-            f"expected at this batch size for random batches: {r.density_expected:.1f} "
-            f"(a balanced batch: 2N/K - 1 = {r.density_balanced:.1f}); "
+        rows.append(verdicts.check(
+            f"{r.dataset}: positive-pair density per anchor",
+            f"{r.density_measured:.1f}; expected for random batches {r.density_expected:.1f} (a balanced batch: "
+            f"2N/K - 1 = {r.density_balanced:.1f}): "
             + ("matches (within 2%)" if math.isclose(r.density_measured, r.density_expected, rel_tol=0.02)
-               else "differs from the expectation by more than 2%"))
+               else "differs from the expectation by more than 2%"),
+            "about 101 (10 classes), 9 (100 classes) at batch 512"))
     for entry, message in skipped.items():
         if entry not in PUBLISHED:  # the published ones already have their row
-            row(f"{entry}: every number", "not run", "", "", "skipped: " + skip_reason(message))
-    return pd.DataFrame(rows)
+            rows.append(verdicts.check(f"{entry}: every number", "not run: skipped: " + skip_reason(message)))
+    return verdicts.table(rows)

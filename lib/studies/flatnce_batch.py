@@ -37,12 +37,13 @@ Decisions where the specification (docs/studies.md, "Study 5") is silent [ours]:
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 import torch
 
-from lib import losses, params, ssl, stats
+from lib import losses, params, ssl, stats, verdicts
 from lib.data import DATASETS
 from lib.optim import BASE_LR, OPTIMIZERS, lr_formula
 from lib.ssl import SSLConfig, train_ssl
@@ -52,7 +53,7 @@ STUDY = "05_flatnce_batch_size"
 # The study's question in one line, for the report's summary
 QUESTION = "Does FlatNCE beat InfoNCE at every batch size, most at small batches?"
 # The verdict-table row (the start of its quantity) whose result the report's summary shows
-HEADLINE = "[FLAT's rule 0.3 × B / 256] FlatNCE - InfoNCE, linear-probe top-1"
+HEADLINE = "[FLAT's rule 0.3 × B / 256] FlatNCE - InfoNCE, linear-probe top-1, mean over batch sizes"
 TRAIN = train_ssl
 LOSSES = ("infonce", "flatnce")  # the contrastive losses compared [paper]
 PAPER_DATASET = "cifar10"
@@ -240,7 +241,8 @@ def analyze(runs: pd.DataFrame, s: dict) -> dict:
              .reset_index())
     order = {rule: i for i, rule in enumerate(s["lr_rules"])}
     cells = cells.sort_values("lr_rule", key=lambda rules: rules.map(order), kind="stable").reset_index(drop=True)
-    out: dict = {"n_ok": len(ok), "n_not_ok": int((runs.status != "ok").sum()), "cells": cells, "anova": {}}
+    out: dict = {"n_ok": len(ok), "n_not_ok": int((runs.status != "ok").sum()), "cells": cells, "anova": {},
+                 "runs": ok}  # the verdicts take seed-level observations from the runs
     rows = []
     for rule in s["lr_rules"]:
         here_rule = ok[ok.lr_rule == rule]
@@ -324,37 +326,6 @@ def gradient_identity_error(n: int = 8, dim: int = 16, temperature: float = 0.1,
 # -------------------------------------------------------------------------------- verdicts
 
 
-def _significant_count(comparison: pd.DataFrame, short: str) -> tuple[int, int, int]:
-    """(batch sizes where FlatNCE is higher, of them significantly (Welch p < 0.05), sizes measured)."""
-    measured = comparison[np.isfinite(comparison[f"{short}_diff"])]
-    higher = measured[measured[f"{short}_diff"] > 0]
-    return len(higher), int((higher[f"{short}_welch_p"] < 0.05).sum()), len(measured)
-
-
-def _every_batch_verdict(comparison: pd.DataFrame, short: str) -> str:
-    higher, significant, measured = _significant_count(comparison, short)
-    lower_significant = int(((comparison[f"{short}_diff"] < 0) & (comparison[f"{short}_welch_p"] < 0.05)).sum())
-    if measured == 0:
-        return "not measured"
-    if higher == measured and significant == measured:
-        return "reproduced: higher at every batch size, significantly (Welch p < 0.05)"
-    if higher == measured:
-        return (f"direction reproduced at every batch size, significant at {significant} of {measured}: "
-                "not established at this scale")
-    if lower_significant:
-        return (f"not reproduced at this scale: FlatNCE significantly lower at {lower_significant} of {measured} "
-                "batch sizes")
-    return f"not reproduced at this scale: higher at {higher} of {measured} batch sizes, none significantly lower"
-
-
-def _format_differences(comparison: pd.DataFrame, short: str) -> str:
-    parts = []
-    for r in comparison.itertuples():
-        diff, p = getattr(r, f"{short}_diff"), getattr(r, f"{short}_welch_p")
-        parts.append(f"B={r.batch_size}: {diff:+.2f}" + (f" (p = {p:.2g})" if np.isfinite(p) else ""))
-    return "; ".join(parts) + " pts"
-
-
 # [ours] Within 1% of its ceiling log(2N - 1), InfoNCE has barely moved from where equal similarities put it.
 # FlatNCE's per-anchor weights 1 / (1 - e^(-l_i)) are then nearly uniform, and LARS cancels a uniform scale, so
 # the two losses take nearly the same steps: their accuracies cannot test FlatNCE's reweighting. The network may
@@ -371,118 +342,107 @@ def batch_sizes_at_ceiling(cells: pd.DataFrame) -> list[int]:
     return sorted({int(b) for b in info.batch_size[near]})
 
 
-def _ceiling_note(at_ceiling: list[int], measured: list[int], verdict: str) -> str:
-    """An accuracy verdict with what it rests on when InfoNCE ended at its ceiling: at every measured batch
-    size the claim is not testable (the verdict follows as what was measured); at some, they are named."""
-    if not at_ceiling or verdict == "not measured":
-        return verdict
-    if set(measured) <= set(at_ceiling):
-        return (f"not testable at this scale: InfoNCE ended within {CEILING_MARGIN:.0%} of its ceiling log(2N - 1) "
-                "at every batch size, where FlatNCE's anchor weights are nearly uniform and LARS cancels a uniform "
-                f"scale, so the two losses train alike; measured: {verdict}")
-    sizes = ", ".join(f"B={b}" for b in at_ceiling)
-    return (f"{verdict}; InfoNCE ended within {CEILING_MARGIN:.0%} of its ceiling at {sizes}, where the losses "
-            "train alike")
+FAMILY = "study 5"  # its claims are Holm-corrected together
+SMALLEST_GAIN = 1.0  # accuracy points: the paper gives no CIFAR-10 gain; the smallest that matters [ours]
+OURS_SIZE = "[paper] claim, [ours] size"
+
+
+def loss_seeds(runs: pd.DataFrame, rule: str, loss: str, metric: str = "probe_top1", batch_sizes=None) -> dict:
+    """``{seed: accuracy in percent}`` of one arm's runs of ``loss``, averaged over ``batch_sizes`` (default: all
+    the arm ran) where a seed has run at every one of them."""
+    here = runs[(runs.status == "ok") & (runs.lr_rule == rule) & (runs.loss == loss)]
+    if batch_sizes is not None:
+        here = here[here.batch_size.isin(batch_sizes)]
+    sizes = here.batch_size.nunique()
+    complete = here.groupby("seed").filter(lambda g: g.batch_size.nunique() == sizes)
+    return {int(k): 100 * float(v) for k, v in complete.groupby("seed")[metric].mean().items()}
+
+
+def end_difference(runs: pd.DataFrame, rule: str, loss: str, small: int, large: int) -> dict:
+    """``{seed: accuracy at the smallest batch - at the largest}`` (percent points) of one loss: the runs of a
+    seed number at the two batch sizes are independent, so each seed's difference is one observation."""
+    here = runs[(runs.status == "ok") & (runs.lr_rule == rule) & (runs.loss == loss)]
+    wide = here.pivot_table(index="seed", columns="batch_size", values="probe_top1", aggfunc="mean")
+    if small not in wide or large not in wide:
+        return {}
+    return {int(seed): 100 * float(v) for seed, v in (wide[small] - wide[large]).dropna().items()}
 
 
 def paper_vs_reproduced(out: dict, s: dict, identity_error: float) -> pd.DataFrame:
-    """Our number, the paper's, the evidence tag and an honest verdict for every published number.
+    """Every published claim through the verdict engine (lib.verdicts), seeds as the unit, Holm-corrected as one
+    family, per learning-rate rule (the quantity starts with the arm's name, :data:`ARM_LABELS`): FlatNCE -
+    InfoNCE on the linear probe averaged over the batch sizes (the central claim, FLAT's arm first) and at each
+    batch size, the same on kNN, and whether the gain is largest at the smallest batch (gain at the smallest
+    batch - gain at the largest); ImageNet and transfer, not run, are not measured. Then our checks: the
+    gradient identity (float64) and the gradient-scale factor at the end of training (where InfoNCE ended
+    against its ceiling log(2N - 1)). The paper gives no CIFAR-10 gain: the claims test against our smallest
+    gain that matters, :data:`SMALLEST_GAIN`. The seed-level observations come from ``out["runs"]``."""
+    runs = out["runs"]
+    stand_in = f" (on {s['dataset']}, not CIFAR-10)" if s["dataset"] != PAPER_DATASET else ""
+    paper = f"> 0 on CIFAR-10 (no size published; {SMALLEST_GAIN:g} point is ours)"
+    tested, checks = [], []
 
-    The measured rows come once per learning-rate rule, their quantity starting with the arm's name
-    (:data:`ARM_LABELS`), their verdict naming that arm's rate. Where an arm's InfoNCE ended at its ceiling
-    (:func:`batch_sizes_at_ceiling`) its accuracy verdicts say so (:func:`_ceiling_note`)."""
-    rows = []
-    stand_in = s["dataset"] != PAPER_DATASET
-
-    def row(quantity, ours, paper, tag, verdict, *, scale=None):
-        rows.append(dict(quantity=quantity, ours=ours, paper=paper, evidence=tag,
-                         verdict=verdict + (f" ({scale})" if scale and verdict != "not measured" else "")))
-
-    row("per-anchor identity grad FlatNCE = grad InfoNCE / (1 - e^(-InfoNCE))",
-        f"max relative deviation {identity_error:.1e} (float64, 16 anchors)", "exact", "[code]",
-        "reproduced (holds to rounding)" if identity_error < 1e-9 else "not reproduced: the identity fails")
+    def claim(quantity, **kw):
+        return verdicts.Claim(quantity + stand_in, kw.pop("measure", "mean_difference"), kw.pop("published",
+                              SMALLEST_GAIN), kw.pop("evidence", OURS_SIZE), FAMILY,
+                              published_text=kw.pop("text", paper), **kw)
     for rule in s["lr_rules"]:
-        here = arm(out, rule)
         name = f"[{ARM_LABELS[rule]}] "
-        scale = (f"{s['profile']} profile: {s['dataset']}, width {s['width_multiplier']:g}, {s['epochs']} epochs, "
-                 f"lr {lr_formula(LR_RULES[rule], rule)}"
-                 + ("; measured on a stand-in, not on CIFAR-10" if stand_in else ""))
-        comparison = here["comparison"]
-        if comparison.empty:
-            row(name + "FlatNCE against InfoNCE", "not run: both losses are needed", "", "", "not measured")
-        else:
-            at_ceiling = batch_sizes_at_ceiling(here["cells"])
-            measured = [int(b) for b in comparison.batch_size]
-
-            def noted(verdict: str) -> str:
-                return _ceiling_note(at_ceiling, measured, verdict)  # noqa: B023 (used in this pass)
-            row(name + "FlatNCE - InfoNCE, linear-probe top-1, per batch size (Welch p)",
-                _format_differences(comparison, "probe"), "> 0 at every batch size on CIFAR-10", "[paper]",
-                noted(_every_batch_verdict(comparison, "probe")), scale=scale)
-            row(name + "FlatNCE - InfoNCE, kNN top-1, per batch size (Welch p)", _format_differences(comparison, "knn"),
-                "> 0 at every batch size on CIFAR-10 (the paper's metric is the linear probe)", "[paper]/[ours]",
-                noted(_every_batch_verdict(comparison, "knn")), scale=scale)
-            quantity, ours, paper, tag, verdict = _small_batch_row(here, comparison)
-            row(name + quantity, ours, paper, tag, noted(verdict), scale=scale)
-        quantity, ours, paper, tag, verdict = _mechanism_row(here)
-        row(name + quantity, ours, paper, tag, verdict, scale=scale)
+        here = arm(out, rule)
+        ran = {"flatnce", "infonce"} <= set(runs[runs.lr_rule == rule].loss)
+        sizes = sorted(int(b) for b in here["comparison"].batch_size) if len(here["comparison"]) else []
+        if not ran:
+            tested.append(replace(verdicts.evaluate(claim(name + "FlatNCE - InfoNCE, linear-probe top-1, mean over "
+                                                         "batch sizes (points)")), notes={"why": "both losses are "
+                                                                                            "needed"}))
+            continue
+        for metric, label, evidence in (("probe_top1", "linear-probe top-1", OURS_SIZE),
+                                        ("knn_top1", "kNN top-1", "[paper]/[ours] claim, [ours] size")):
+            tested.append(verdicts.evaluate(
+                claim(f"{name}FlatNCE - InfoNCE, {label}, mean over batch sizes (points)", evidence=evidence),
+                loss_seeds(runs, rule, "flatnce", metric), loss_seeds(runs, rule, "infonce", metric)))
+        for b in sizes:
+            tested.append(verdicts.evaluate(
+                claim(f"{name}FlatNCE - InfoNCE, linear-probe top-1 at B = {b} (points)"),
+                loss_seeds(runs, rule, "flatnce", batch_sizes=[b]), loss_seeds(runs, rule, "infonce", batch_sizes=[b])))
+        if len(sizes) >= 2:
+            small, large = sizes[0], sizes[-1]
+            tested.append(verdicts.evaluate(
+                claim(f"{name}FlatNCE's gain is largest at small batches: its gain at B = {small} - at B = {large} "
+                      "(linear probe, points)", text=f"> 0: largest at small batches (no size published; "
+                                                     f"{SMALLEST_GAIN:g} point is ours)"),
+                end_difference(runs, rule, "flatnce", small, large),
+                end_difference(runs, rule, "infonce", small, large)))
+        checks.append(_mechanism_check(name, here))
     for epochs, (flat, info) in PUBLISHED_IMAGENET.items():
-        row(f"ImageNet linear probe at {epochs} epochs, FlatNCE vs InfoNCE", "not run: no profile trains on ImageNet",
-            f"{flat} vs {info} ({flat - info:+.2f} pts)", "[summary]", "not measured")
+        tested.append(replace(verdicts.evaluate(verdicts.Claim(
+            f"ImageNet linear probe at {epochs} epochs, FlatNCE - InfoNCE (points)", "mean_difference", flat - info,
+            "[summary]", FAMILY, published_text=f"{flat} vs {info} ({flat - info:+.2f})")),
+            notes={"why": "no profile trains on ImageNet"}))
     for target, gain in PUBLISHED_TRANSFER.items():
-        row(f"transfer gain of FlatNCE on {target} (ImageNet pre-training)", "not run: no ImageNet pre-training here",
-            f"{gain:+.2f} pts", "[summary]", "not measured")
-    return pd.DataFrame(rows)
+        tested.append(replace(verdicts.evaluate(verdicts.Claim(
+            f"transfer gain of FlatNCE on {target} (ImageNet pre-training, points)", "mean_difference", gain,
+            "[summary]", FAMILY, published_text=f"{gain:+.2f}")), notes={"why": "no ImageNet pre-training here"}))
+    identity = verdicts.check("per-anchor identity grad FlatNCE = grad InfoNCE / (1 - e^(-InfoNCE)) (an identity)",
+                              f"max relative deviation {identity_error:.1e} (float64, 16 anchors): "
+                              + ("holds to rounding" if identity_error < 1e-9 else "the identity fails"),
+                              "exact", "[code]")
+    return verdicts.table(verdicts.decide(tested) + [identity] + checks)
 
 
-def _small_batch_row(out: dict, comparison: pd.DataFrame) -> tuple:
-    """Is FlatNCE's probe gain largest at the smallest batch? Differences at both ends and the
-    loss x batch-size interaction of the two-way ANOVA. ``out``: one arm (:func:`arm`)."""
-    measured = comparison[np.isfinite(comparison.probe_diff)]
-    if len(measured) < 2:
-        return ("FlatNCE's gain is largest at small batches", "fewer than 2 batch sizes with both losses",
-                "largest at small batches", "[paper]", "not measured")
-    first, last = measured.iloc[0], measured.iloc[-1]
-    anova = out["anova"].get("probe")
-    key = "loss:batch_size"
-    interaction_p = float(anova.loc[key, "PR(>F)"]) if anova is not None and key in anova.index else np.nan
-    ours = (f"B={first.batch_size:.0f}: {first.probe_diff:+.2f} pts, "
-            f"B={last.batch_size:.0f}: {last.probe_diff:+.2f} pts; "
-            f"interaction loss x batch p = {interaction_p:.2g}")
-    largest_first = first.probe_diff > 0 and first.probe_diff == measured.probe_diff.max()
-    if largest_first and interaction_p < 0.05:
-        verdict = "reproduced: the largest gain at the smallest batch, significant interaction"
-    elif largest_first and np.isnan(interaction_p):  # one run per cell: the ANOVA fits no interaction
-        verdict = "direction only: the largest gain at the smallest batch, interaction not tested (one run per cell)"
-    elif largest_first:
-        verdict = "direction only: the largest gain at the smallest batch, interaction not significant at this scale"
-    else:
-        verdict = "not reproduced at this scale: the gain is not largest at the smallest batch"
-    return ("FlatNCE's gain is largest at small batches (probe)", ours, "largest at small batches", "[paper]", verdict)
-
-
-def _mechanism_row(out: dict) -> tuple:
-    """The diagnostic behind the claim: the gradient-scale factor 1 - e^(-InfoNCE) of the final-epoch
-    InfoNCE at every batch size (InfoNCE runs where there are any); the verdict compares the smallest
-    batch with the largest. ``out``: one arm (:func:`arm`)."""
+def _mechanism_check(name: str, out: dict) -> verdicts.Assessment:
+    """The diagnostic behind the claim, described: the gradient-scale factor 1 - e^(-InfoNCE) of the final-epoch
+    InfoNCE at every batch size (InfoNCE runs where there are any) and how near InfoNCE ended to its ceiling.
+    ``out``: one arm (:func:`arm`)."""
     cells = out["cells"]
     info = cells[cells.loss == "infonce"] if (cells.loss == "infonce").any() else cells
+    quantity = name + "gradient-scale factor 1 - e^(-InfoNCE) at the end of training, per batch size (InfoNCE runs)"
     if info.batch_size.nunique() < 2:
-        return ("gradient-scale factor 1 - e^(-InfoNCE) shrinks at small batches", "fewer than 2 batch sizes",
-                "smaller at small batches (FlatNCE's rationale)", "[ours]", "not measured")
+        return verdicts.check(quantity, "fewer than 2 batch sizes", "smaller at small batches (FlatNCE's rationale)")
     ours = "; ".join(f"B={r.batch_size}: {r.info_nce_factor_final:.3f} (InfoNCE {r.info_nce_final:.2f} of "
                      f"{r.info_nce_ceiling:.2f})" for r in info.itertuples())
-    small, large = info.iloc[0], info.iloc[-1]
-    if set(info.batch_size) <= set(batch_sizes_at_ceiling(cells)):
-        verdict = (f"not measurable at this scale: InfoNCE ended within {CEILING_MARGIN:.0%} of its ceiling at "
-                   "every batch size, where the factor is 1 - 1/(2N - 1), smaller at small batches by arithmetic "
-                   "alone")
-    elif small.info_nce_factor_final >= large.info_nce_factor_final:
-        verdict = "not seen at this scale: the factor is not smaller at the smallest batch"
-    elif small.info_nce_factor_final > 0.9:
-        verdict = ("direction seen, but the factor stays above 0.9: InfoNCE stays near its ceiling, so FlatNCE's "
-                   "reweighting has little to act on at this scale")
-    else:
-        verdict = "seen: InfoNCE's gradient is scaled down most at the smallest batch"
-    return ("gradient-scale factor 1 - e^(-InfoNCE) at the end of training, per batch size (InfoNCE runs)", ours,
-            "smaller at small batches (FlatNCE's rationale)", "[ours]", verdict)
+    at_ceiling = batch_sizes_at_ceiling(cells)
+    if at_ceiling:
+        ours += (f"; InfoNCE ended within {CEILING_MARGIN:.0%} of its ceiling log(2N - 1) at "
+                 + ", ".join(f"B={b}" for b in at_ceiling))
+    return verdicts.check(quantity, ours, "smaller at small batches (FlatNCE's rationale)")

@@ -12,10 +12,12 @@ the factorial's analysis (:func:`main_runs`).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 
-from lib import params, stats
+from lib import params, stats, verdicts
 from lib.cff import CFFConfig, train_cff
 from lib.losses import MARGIN_MODES, STABILIZERS
 from lib.studies import common
@@ -29,7 +31,7 @@ STUDY = "01_margin_factorial"
 QUESTION = ("Does clamping the positive-pair similarity at a margin inflate the seed-to-seed variance of accuracy "
             "on CIFAR-10, compared with subtracting the margin?")
 # The verdict-table row (the start of its quantity) whose result the report's summary shows
-HEADLINE = "VR = Var(clamp)/Var(subtract), pooled"
+HEADLINE = "VR = Var(clamp)/Var(subtract)"
 TRAIN = train_cff
 
 # Each profile: overrides of CFFConfig fields, and the study's settings (seeds, dose_seeds, trajectory_seeds,
@@ -58,6 +60,26 @@ TRAJECTORY_OVERRIDES = {"eval_protocol": "clean"}
 TRAJECTORY_STABILIZER = "detach"  # one stabiliser: the two are gradient-neutral twins
 TREND_EPOCHS = 8  # the trajectory's growth is judged on the slope over its last epochs
 PUBLISHED_GRAD_RATIO = 4.0  # layer-0 gradient norm, subtract / clamp [summary]; the epoch it was measured at is unknown
+FAMILY = "study 1"  # its claims are Holm-corrected together
+EQUIVALENCE_MARGIN = 1.0  # top-1 points: a mean difference below one point does not matter [ours]
+# The published claims, declared once: lib.verdicts tests each on seed-level observations.
+CLAIMS = {
+    "vr": verdicts.Claim("VR = Var(clamp)/Var(subtract), a seed's twins averaged", "variance_ratio", 5.90,
+                         "[paper]", FAMILY, published_n=7,
+                         published_text="5.90 (F-test p = 0.003; bootstrap CI [1.62, 15.80])"),
+    "means": verdicts.Claim("mean top-1 difference clamp - subtract (points)", "equivalence", 0.0, "[summary]",
+                            FAMILY, margin=EQUIVALENCE_MARGIN, published_text="none (p = 0.92)"),
+    "grad": verdicts.Claim("layer-0 gradient norm, subtract / clamp, final epoch", "ratio", PUBLISHED_GRAD_RATIO,
+                           "[summary]", FAMILY, published_text="4.0x (epoch unknown)"),
+    "trajectory": verdicts.Claim("layer 0 alone, {epochs} epochs: gradient norm, subtract / clamp, final epoch",
+                                 "ratio", PUBLISHED_GRAD_RATIO, "[summary]", FAMILY,
+                                 published_text="4.0x (epoch unknown)", seeds_parameters=("trajectory_seeds",)),
+    "dose": verdicts.Claim("dose-response: VR with m0 = {dose_m0:g} (clamp) against subtract at m0", "variance_ratio",
+                           2.98, "[summary]", FAMILY, seeds_parameters=("dose_seeds", "seeds")),
+    # A description of the paper's run, not a hypothesis with a null: shown as a check beside it.
+    "car": verdicts.Claim("layer-0 clamp activation rate, clamp arm, final epoch (%)", "one_sample", 60.7,
+                          "[paper]", kind="check"),
+}
 
 
 def resolve(p: dict) -> dict:
@@ -134,51 +156,60 @@ def stabilizer_pairs(main: pd.DataFrame) -> dict:
     return {"pairs": len(diff), "identical": int((diff == 0).sum()), "max_abs_diff_pts": float(100 * diff.abs().max())}
 
 
+def seed_level(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per margin mode and seed of finished runs, with the columns of a runs frame that the tests
+    use: the seed's runs (its detach and direct twins) averaged. Every test of the study takes these rows,
+    never the runs."""
+    seeds = common.seed_observations(frame, [], ["top1", "car_layer0", "car_layer0_final", "grad_norm_layer0",
+                                                 "grad_norm_layer0_final"])
+    return seeds.assign(status="ok")
+
+
+PERCENT = ("top1", "car_layer0", "car_layer0_final")  # fractions in the records, percent in the tables
+
+
+def observations(seeds: pd.DataFrame, value: str, mode: str) -> dict[int, float]:
+    """``{seed: value}`` of one margin mode's seed-level rows (accuracy and CAR in percent): the engine's input."""
+    values = verdicts.by_seed(seeds[seeds.margin_mode == mode], value)
+    return {seed: 100 * v for seed, v in values.items()} if value in PERCENT else values
+
+
 def analyze(runs: pd.DataFrame, s: dict) -> dict:
     """Every quantity of docs/studies.md, "Study 1", from the runs frame (its factorial and dose-response runs,
-    :func:`main_runs`). Accuracies and CAR in percent. The gradient-norm ratio and its Welch test count
-    a seed's detach and direct runs once (their mean): ``grad_norm_*`` of the all-epoch means, ``final``
-    (:func:`common.final_epoch`) of the last epoch, with the CAR of both arms there."""
+    :func:`main_runs`; the trajectory runs' final gradient norms under ``trajectory_seeds``). Accuracies
+    and CAR in percent. A seed's detach and direct runs are twins (:func:`stabilizer_pairs`): every
+    comparison counts a seed once (:func:`seed_level`); ``final`` (:func:`common.final_epoch`) is the last
+    epoch's CAR and gradient-norm ratio with their bootstrap CIs."""
     factorial = main_runs(runs, s)
     ok = factorial[factorial.status == "ok"]
     main = ok[ok.m0 == s["m0"]]
-    clamp = main[main.margin_mode == "clamp"]
-    subtract = main[main.margin_mode == "subtract"]
     out: dict = {"n_ok": len(ok), "n_not_ok": len(factorial) - len(ok), "m0": s["m0"], "dose_m0": s["dose_m0"],
-                 "epochs": s["epochs"]}
+                 "epochs": s["epochs"], "trajectory_epochs": s["trajectory_epochs"]}
     out["cells"] = (main.groupby(["margin_mode", "stabilizer"])
                     .agg(n=("top1", "size"), mean_top1=("top1", "mean"), std_top1=("top1", "std"),
                          var_top1=("top1", "var"), car_layer0=("car_layer0", "mean"),
                          grad_norm_layer0=("grad_norm_layer0", "mean"), car_layer0_final=("car_layer0_final", "mean"),
                          grad_norm_layer0_final=("grad_norm_layer0_final", "mean"))
                     .reset_index())
-    arms = common.compare_margin_arms(main)
-    if arms is not None:
-        a, b = 100 * clamp.top1.to_numpy(), 100 * subtract.top1.to_numpy()
-        out["pooled"], out["welch"] = arms["variance"], arms["welch"]
-        for key in ("mean_clamp", "mean_subtract", "car_layer0_clamp", "car_layer0_subtract"):
-            out[key] = arms[key]
-        # all-epoch means, one observation per seed (detach/direct twins averaged)
-        seeds = common.seed_observations(main, [], ["grad_norm_layer0"])
-        grad = {mode: seeds[seeds.margin_mode == mode].grad_norm_layer0.to_numpy() for mode in common.ARMS}
-        out["grad_norm_ratio_subtract_over_clamp"] = grad["subtract"].mean() / grad["clamp"].mean()
-        out["grad_norm_welch"] = stats.welch_t_test(grad["subtract"], grad["clamp"])
-        out["final"] = common.final_epoch(main).iloc[0].to_dict()  # both arms have runs: one row
-        # None when every subtract run has the same accuracy: no observed ratio to plan for
-        out["power"] = stats.seeds_for_power(a, b) if np.var(b, ddof=1) > 0 else None
-        out["stabilizer_pairs"] = stabilizer_pairs(main)
-        if out["stabilizer_pairs"]["identical"] and len(s["stabilizers"]) > 1:
-            # Identical twins are one observation, not two: test on one stabiliser's runs alone.
-            first = main[main.stabilizer == s["stabilizers"][0]]
-            out["one_stabilizer"] = variance_comparison(100 * first[first.margin_mode == "clamp"].top1.to_numpy(),
-                                                        100 * first[first.margin_mode == "subtract"].top1.to_numpy())
-        if main.stabilizer.nunique() > 1 or main.margin_mode.nunique() > 1:
-            frame = main.assign(top1_pct=100 * main.top1)
-            out["anova"] = stats.two_way_anova(frame, "top1_pct", "margin_mode", "stabilizer")
-        dose = ok[(ok.m0 == s["dose_m0"]) & (ok.margin_mode == "clamp")]
-        if s["dose_m0"] != s["m0"] and len(dose) >= 2:
-            out["dose"] = variance_comparison(100 * dose.top1.to_numpy(), b)
-            out["dose_car_layer0"] = 100 * dose.car_layer0.mean()
+    out["seeds"] = seeds = seed_level(main)
+    dose = ok[(ok.m0 == s["dose_m0"]) & (ok.margin_mode == "clamp")]
+    out["dose_seeds"] = seed_level(dose) if s["dose_m0"] != s["m0"] else seed_level(dose.iloc[:0])
+    out["trajectory_seeds"] = seed_level(trajectory_runs(runs, s))
+    out["stabilizer_pairs"] = stabilizer_pairs(main)
+    arms = common.compare_margin_arms(seeds)
+    if arms is None:
+        return out
+    out["pooled"], out["welch"] = arms["variance"], arms["welch"]  # seed-level, stabilisers averaged
+    for key in ("mean_clamp", "mean_subtract", "car_layer0_clamp", "car_layer0_subtract"):
+        out[key] = arms[key]
+    out["final"] = common.final_epoch(main).iloc[0].to_dict()  # both arms have runs: one row
+    if main.stabilizer.nunique() > 1 or main.margin_mode.nunique() > 1:
+        frame = main.assign(top1_pct=100 * main.top1)
+        out["anova"] = stats.two_way_anova(frame, "top1_pct", "margin_mode", "stabilizer")
+    b = 100 * seeds[seeds.margin_mode == "subtract"].top1.to_numpy()
+    if len(out["dose_seeds"]) >= 2:
+        out["dose"] = variance_comparison(100 * out["dose_seeds"].top1.to_numpy(), b)
+        out["dose_car_layer0"] = 100 * out["dose_seeds"].car_layer0.mean()
     return out
 
 
@@ -193,9 +224,9 @@ def trajectory_experiment(curves: pd.DataFrame, s: dict) -> dict | None:
                 epochs=s["trajectory_epochs"])
 
 
-def trend_verdict(trend: dict) -> str:
-    """Does the gradient-norm ratio keep growing toward the published 4.0x? From the final epoch's ratio
-    and CI and the slope (with its CI) over the last epochs."""
+def trend_reading(trend: dict) -> str:
+    """Where the gradient-norm ratio stands against the published 4.0x at the final epoch, and whether it is
+    still growing (the slope, with its CI, over the last epochs). A description: the verdict is the table's."""
     r, low, high, slope = trend["ratio"], trend["ratio_low"], trend["ratio_high"], trend["slope"]
     last = f"over the last {trend['fitted']} epochs"
     if not np.isfinite(trend["slope_low"]):
@@ -208,11 +239,11 @@ def trend_verdict(trend: dict) -> str:
         growth = f"levelled off: no significant slope {last}"
     target = PUBLISHED_GRAD_RATIO
     if high < 1:
-        return f"direction not reproduced: the gradient norm is higher under clamp at the final epoch; {growth}"
+        return f"higher under clamp at the final epoch (the published direction is lower); {growth}"
     if low <= target <= high:
-        return f"magnitude reproduced at the final epoch ({target:.1f}x within the 95% CI); {growth}"
+        return f"{target:.1f}x lies within the final epoch's 95% CI; {growth}"
     if low > target:
-        return f"larger than the published {target:.1f}x at the final epoch; {growth}"
+        return f"above the published {target:.1f}x at the final epoch; {growth}"
     if growth.startswith("still growing"):
         reach = trend["final_epoch"] + (target - r) / slope
         return (f"below {target:.1f}x, {growth}: a straight line through them would reach {target:.1f}x near epoch "
@@ -220,90 +251,72 @@ def trend_verdict(trend: dict) -> str:
     return f"below {target:.1f}x and {growth}; not growing toward {target:.1f}x at this scale"
 
 
+def published_design_check() -> verdicts.Assessment:
+    """[ours] The paper's F-test with seeds as the unit: its F = 5.90 gives the published p = 0.003 only on
+    df (13, 13), 14 runs per arm; MARGIN's 7 seeds per cell ran under both stabilisers, which are
+    gradient-neutral twins (the assumption), so per seed the same F has df (6, 6)."""
+    f, seeds = CLAIMS["vr"].published, CLAIMS["vr"].published_n
+    p_runs, p_seeds = (stats.variance_ratio_p(f, n, n) for n in (2 * seeds, seeds))
+    return verdicts.check(
+        "the paper's F-test with seeds as the unit (assumption: its detach and direct runs are twins)",
+        f"F = {f:.2f}: p = {p_seeds:.2g} on {seeds} vs {seeds} seeds; p = {p_runs:.2g} on {2 * seeds} vs "
+        f"{2 * seeds} runs", "p = 0.003 (14 runs per arm)", "[ours]")
+
+
 def paper_vs_reproduced(out: dict, trajectory: dict | None = None) -> pd.DataFrame:
-    """Our number, the paper's, the evidence tag and an honest verdict for each published claim.
+    """Every claim of :data:`CLAIMS` through the verdict engine (lib.verdicts) on seed-level observations
+    (a seed's detach and direct twins averaged: :func:`seed_level`), Holm-corrected as one family, then our
+    checks: the twins themselves, the layer-0 CAR against the paper's, the seeds of subtract that match 11
+    of clamp (11 / VR), the trajectory's slope and the paper's own F-test with seeds as the unit.
 
-    The layer-0 CAR and gradient-norm rows compare the final epoch (the paper's epoch is unknown), with
-    the all-epoch mean beside it; ``trajectory`` (:func:`trajectory_experiment`, None when it did not
-    run) adds the row of the layer-0 trajectory experiment.
+    The gradient-norm and CAR rows compare the final epoch (the paper's epoch is unknown); ``trajectory``
+    (:func:`trajectory_experiment`) adds the slope of the layer-0 trajectory experiment.
     """
-    rows = []
+    seeds, dose, longer = out.get("seeds"), out.get("dose_seeds"), out.get("trajectory_seeds")
 
-    def row(quantity, ours, paper, tag, verdict):
-        rows.append(dict(quantity=quantity, ours=ours, paper=paper, evidence=tag, verdict=verdict))
+    def arms(frame, value, first="clamp", second="subtract"):
+        if frame is None or not len(frame):
+            return None, None
+        return observations(frame, value, first), observations(frame, value, second)
 
-    if "pooled" not in out:
-        row("everything", "too few finished runs", "", "", "not measured")
-        return pd.DataFrame(rows)
-    p = out["pooled"]
-    measured = np.isfinite(p["vr"])  # not when every subtract run has the same accuracy
-    row("VR = Var(clamp)/Var(subtract), pooled", f"{p['vr']:.2f}", "5.90", "[paper]",
-        common.verdict_variance_ratio(p["vr"], p["f_p"], 5.90))
-    row("F-test p (two-sided)", f"{p['f_p']:.3g}", "0.003", "[paper]",
-        "not measured" if not measured else
-        "not reproduced at this scale (p >= 0.05)" if p["f_p"] >= 0.05 else
-        "reproduced (p < 0.05)" if p["vr"] > 1 else "not reproduced: p < 0.05, but clamp's variance is the smaller")
-    row("bootstrap 95% CI of VR", f"[{p['ci_low']:.2f}, {p['ci_high']:.2f}]", "[1.62, 15.80]", "[paper]",
-        "not measured" if not measured else
-        "excludes 1, as published" if p["ci_low"] > 1 else
-        ("excludes 1, opposite side" if p["ci_high"] < 1 else "includes 1: not reproduced at this scale"))
-    if "one_stabilizer" in out:
-        o = out["one_stabilizer"]
-        row(f"VR on one stabiliser's runs only ({o['n_a']} vs {o['n_b']}; F-test p)",
-            f"{o['vr']:.2f} (p = {o['f_p']:.3g})",
-            "5.90 (p = 0.003)", "[ours]", common.verdict_variance_ratio(o["vr"], o["f_p"], 5.90)
-            + "; the honest test when detach and direct runs are identical twins")
-    sp = out["stabilizer_pairs"]
+    def subtract(value):
+        return arms(seeds, value)[1]
+
+    trajectory_claim = replace(CLAIMS["trajectory"], quantity=CLAIMS["trajectory"].quantity.format(
+        epochs=out.get("trajectory_epochs", "N")))
+    dose_claim = replace(CLAIMS["dose"], quantity=CLAIMS["dose"].quantity.format(dose_m0=out.get("dose_m0", 0.2)))
+    tested = [
+        verdicts.evaluate(CLAIMS["vr"], *arms(seeds, "top1")),
+        verdicts.evaluate(CLAIMS["means"], *arms(seeds, "top1")),
+        verdicts.evaluate(CLAIMS["grad"], *arms(seeds, "grad_norm_layer0_final", "subtract", "clamp")),
+        verdicts.evaluate(trajectory_claim, *arms(longer, "grad_norm_layer0_final", "subtract", "clamp")),
+        verdicts.evaluate(dose_claim, None if dose is None or not len(dose) else observations(dose, "top1", "clamp"),
+                          subtract("top1") if seeds is not None and len(seeds) else None),
+    ]
+    rows = verdicts.decide(tested)
+    sp = out.get("stabilizer_pairs", {"pairs": 0})
     if sp["pairs"]:
-        row("detach vs direct at the same seed",
-            f"{sp['identical']}/{sp['pairs']} identical, max |diff| {sp['max_abs_diff_pts']:.3g} pts",
-            "gradient-neutral: can act only through floating point", "[ours]",
-            "identical twins: pooling them doubles the F-test's degrees of freedom" if sp["identical"] == sp["pairs"]
-            else "differ through floating point only" if sp["max_abs_diff_pts"] < 5
-            else "differ by more than floating point should explain")
-    f = out["final"]
-    at = f"at epoch {f['epoch']:.0f} of {out['epochs']} (final; the paper's epoch is unknown)"
-    car = f["car_clamp"]
-    row("layer-0 clamp activation rate (clamp arm), final epoch",
-        f"{car:.1f}% (95% CI [{f['car_clamp_low']:.1f}, {f['car_clamp_high']:.1f}]) {at}; "
-        f"all-epoch mean {out['car_layer0_clamp']:.1f}%", "60.7%", "[paper]",
-        "close (within 15 points)" if abs(car - 60.7) <= 15 else "differs by more than 15 points")
-    w = out["welch"]
-    row("mean top-1 difference clamp - subtract (Welch p)",
-        f"{out['mean_clamp'] - out['mean_subtract']:+.2f} pts (p = {w.p_value:.2g})", "none (p = 0.92)", "[summary]",
-        "reproduced (no significant difference)" if w.p_value >= 0.05 else "not reproduced: the means differ")
-    g, gp = f["grad_norm_ratio"], f["grad_norm_welch_p"]
-    if not np.isfinite(gp):
-        g_verdict = "not measured: fewer than two seeds per arm"
-    elif gp >= 0.05:
-        g_verdict = "not reproduced at this scale: no significant difference"
-    elif g > 1:
-        g_verdict = "direction reproduced (lower under clamp)" + (", magnitude close" if 2.0 <= g <= 8.0
-                                                                  else ", magnitude differs")
-    else:
-        g_verdict = "not reproduced at this scale: higher under clamp"
-    row("layer-0 gradient norm, subtract / clamp, final epoch (95% CI; Welch p)",
-        f"{g:.2f}x ([{f['ratio_low']:.2f}, {f['ratio_high']:.2f}]; p = {gp:.2g}) {at}; all-epoch mean "
-        f"{out['grad_norm_ratio_subtract_over_clamp']:.2f}x (p = {out['grad_norm_welch'].p_value:.2g})",
-        f"{PUBLISHED_GRAD_RATIO:.1f}x", "[summary]", g_verdict)
+        rows.append(verdicts.check(
+            "detach vs direct at the same seed",
+            f"{sp['identical']}/{sp['pairs']} identical, max |diff| {sp['max_abs_diff_pts']:.3g} pts: "
+            + ("twins, one observation per seed" if sp["identical"] == sp["pairs"] else
+               "apart by floating point only, averaged per seed" if sp["max_abs_diff_pts"] < 5 else
+               "apart by more than floating point should explain"),
+            "gradient-neutral: can act only through floating point"))
+    if seeds is not None and len(seeds):
+        rows.append(verdicts.decide([verdicts.evaluate(CLAIMS["car"], observations(seeds, "car_layer0_final",
+                                                                                    "clamp"))])[0])
+    vr = tested[0]
+    if vr.measured and vr.estimate > 0:
+        rows.append(verdicts.check("seeds of subtract that match 11 clamp seeds (11 / VR)",
+                                   f"{11 / vr.estimate:.1f} [{11 / vr.ci[1]:.1f}, {11 / vr.ci[0]:.1f}] (from VR's CI)",
+                                   "about 2 (11 / 5.90 = 1.9)", "[summary]"))
     if trajectory is not None:
         t = trajectory["trend"]
-        row(f"layer 0 alone, {trajectory['epochs']} epochs: gradient norm, subtract / clamp, final epoch "
-            f"(95% CI; slope per epoch over the last {t['fitted']})",
-            f"{t['ratio']:.2f}x ([{t['ratio_low']:.2f}, {t['ratio_high']:.2f}]) at epoch {t['final_epoch']}; "
-            f"slope {t['slope']:+.3f} ([{t['slope_low']:+.3f}, {t['slope_high']:+.3f}])",
-            f"{PUBLISHED_GRAD_RATIO:.1f}x (epoch unknown)", "[summary]", trend_verdict(t))
-    if "dose" in out and np.isfinite(out["dose"]["vr"]) and measured:
-        d, m0 = out["dose"], f"m0 = {out['m0']:g}"
-        smaller = d["vr"] < p["vr"]
-        row(f"dose-response: VR with m0 = {out['dose_m0']:g} (F-test p)", f"{d['vr']:.2f} (p = {d['f_p']:.2g})",
-            "2.98", "[summary]",
-            (f"reproduced: smaller than at {m0}" if smaller and d["vr"] > 1 else
-             f"smaller than at {m0}, but not above 1" if smaller else
-             f"not reproduced as a dose-response: VR is larger than at {m0}"
-             + (" (and clamp variance is significantly above subtract's)" if d["vr"] > 1 and d["f_p"] < 0.05 else "")))
-    if np.isfinite(p["vr"]) and p["vr"] > 0:
-        row("seeds of subtract that match 11 clamp seeds (11 / VR)", f"{11 / p['vr']:.1f}", "about 2", "[summary]",
-            "reproduced (within 1 seed)" if abs(11 / p["vr"] - 1.86) <= 1
-            else "not reproduced: VR <= 1, so subtract needs as many seeds or more" if p["vr"] <= 1 else "differs")
-    return pd.DataFrame(rows)
+        rows.append(verdicts.check(
+            f"layer 0 alone, {trajectory['epochs']} epochs: slope of the gradient-norm ratio per epoch over the "
+            f"last {t['fitted']}",
+            f"{t['slope']:+.3f} [{t['slope_low']:+.3f}, {t['slope_high']:+.3f}]: {trend_reading(t)}",
+            f"{PUBLISHED_GRAD_RATIO:.1f}x (epoch unknown)", "[ours]"))
+    rows.append(published_design_check())
+    return verdicts.table(rows)
