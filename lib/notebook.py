@@ -24,6 +24,7 @@ import ast
 import copy
 import functools
 import hashlib
+import html
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,9 +33,10 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from lib import PROJECT_ROOT, params
+from lib import PROJECT_ROOT, params, verdicts
 from lib.config import as_dict
 from lib.data import DATASETS, get_dataset
+from lib.render import HEADER
 from lib.results import ResultsStore, config_json, variant_root
 from lib.studies import Study, find_study
 
@@ -206,7 +208,14 @@ class Setup:
             changed = ", ".join(f"{k} = {v!r}" for k, v in self.changes.items()) or "none"
             writes = (f"**Writes variant `{self.variant}`** to {where} (overrides: {changed}); "
                       f"the shipped `{s['profile']}` results are not touched.")
-        return f"{writes}  \n**Profile** `{s['profile']}`: {runs}. Data: {data}."
+        return f"{self.first_screen()}  \n{writes}  \n**Plan**: {runs}. **Data**: {data}."
+
+    def first_screen(self) -> str:
+        """The line a reader meets under the title: the profile, the data this run uses and the paper's."""
+        names = sorted({as_dict(c).get("dataset", "") for c in self.configs} - {""})
+        here = ", ".join(DATASETS[n].display_name if n in DATASETS else n for n in names) or "no dataset"
+        return (f"**Profile `{self.settings['profile']}`** on {here}; the paper's data: "
+                f"{self.study.module.PAPER_DATA}.")
 
 
     def run(self, frame: Callable[[list[dict]], Any], *, show: list[str]) -> tuple[list[dict], Any]:
@@ -228,9 +237,39 @@ class Setup:
         return records, runs
 
 
+# The verdict tables' look in a rendered notebook: each row marked with its verdict's colour (lib.verdicts.COLOURS,
+# as in the report), checks shaded apart; on a narrow screen every row becomes a card, its verdict in view.
+VERDICT_STYLE = "".join(
+    [".verdict-table td.verdict { font-weight: 600; }",
+     ".verdict-table tr.check td { background: #fafcff; color: #444; }"]
+    + [f".verdict-table tr.{css} td.verdict {{ border-left: 6px solid {colour}; }}"
+       for css, colour in verdicts.COLOURS.items()]
+    + ["@media (max-width: 40rem) { .verdict-table, .verdict-table tbody, .verdict-table tr, .verdict-table td "
+       "{ display: block; } .verdict-table thead { display: none; } .verdict-table td { padding: 0.1rem 0.4rem; }"
+       " .verdict-table tr { display: flex; flex-direction: column; border-top: 2px solid #999; }"
+       " .verdict-table td.quantity { order: -2; font-weight: 600; } .verdict-table td.verdict { order: -1; }"
+       " .verdict-table td::before { content: attr(data-label) \": \"; color: #666; font-weight: normal; } }"])
+
+
+def verdict_table_html(frame: pd.DataFrame) -> str:
+    """A table of lib.verdicts (:func:`lib.verdicts.table`) as a reader sees it: the columns of
+    :data:`lib.verdicts.SHOWN`, no index, each row coloured by its verdict (the report's colours)."""
+    columns = [c for c in verdicts.SHOWN if c in frame]
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    rows = "".join(
+        f'<tr class="{verdicts.css_class(str(row["verdict"])) or "other"}">'
+        + "".join(f'<td class="{c}" data-label="{c}">{html.escape(str(row[c]))}</td>' for c in columns) + "</tr>"
+        for _, row in frame.iterrows())
+    return (f"<style>{VERDICT_STYLE}</style><div style=\"overflow-x: auto\"><table class=\"verdict-table\">"
+            f"<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>")
+
+
 def frame_html(frame: pd.DataFrame) -> str:
-    """A table as the notebooks show it: pandas' own HTML, without the index column where the index is only
-    the row numbers 0..n-1 (a RangeIndex without a name says nothing to a reader)."""
+    """A table as the notebooks show it: a verdict table (:func:`verdict_table_html`) coloured by verdict; any
+    other, pandas' own HTML, without the index column where the index is only the row numbers 0..n-1 (a
+    RangeIndex without a name says nothing to a reader)."""
+    if {"verdict", "kind", "power"} <= set(frame.columns):
+        return verdict_table_html(frame)
     if isinstance(frame.index, pd.RangeIndex) and frame.index.name is None:
         return frame.to_html(index=False, max_rows=pd.get_option("display.max_rows"),
                              max_cols=pd.get_option("display.max_columns"), notebook=True, border=0)
@@ -263,5 +302,5 @@ def setup(module: ModuleType, namespace: dict, *, precision: int = 3) -> Setup:
     if shell is not None:  # tables indexed by row number show no index column
         shell.display_formatter.formatters["text/html"].for_type(pd.DataFrame, frame_html)
     nb = Setup(study, settings, configs, store, variant, changes, reused, sources, checked, data_root)
-    display(Markdown(nb.header()))
+    display(Markdown(nb.header()), metadata={HEADER: True})  # the reader's copy lifts its first line to the top
     return nb

@@ -34,6 +34,7 @@ from lib import PROJECT_ROOT
 
 FINDINGS = "findings"  # the tag of the cells moved under the title in the reader's copies
 COVERAGE = "coverage"  # the tag of the banner saying a render's tables are not today's plan (lib.coverage)
+HEADER = "lib.header"  # output metadata of the notebook set-up's header, whose first line leads the reader's copy
 REPORT_SUFFIX = "_report"  # <notebook>_<profile>_report.html: the copy without input cells
 INJECTED_ID = "injected-parameters"  # papermill gives its injected cell a random id; the tag it has is stable
 TIMINGS = ("start_time", "end_time", "duration")  # papermill's, in the notebook's and each cell's metadata
@@ -133,13 +134,24 @@ def renumber_widgets(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return nbformat.reads(WIDGET_ID.sub(lambda m: order.get(m[0], m[0]), text), as_version=4)
 
 
+def first_screen(nb: nbformat.NotebookNode) -> str | None:
+    """The first line of the set-up header (an output marked :data:`HEADER`): profile, data, the paper's data."""
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            if output.get("metadata", {}).get(HEADER):
+                return output.get("data", {}).get("text/markdown", "").split("\n", 1)[0].rstrip() or None
+    return None
+
+
 def findings_first(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """The reader's order: the cells tagged ``findings`` moved under the title, the first line of the first
-    (markdown) cell, with a ``coverage`` banner (:func:`stamp`) before them; the rest of that cell follows."""
+    """The reader's order: under the title (the first line of the first, markdown, cell) the run's profile and
+    data (:func:`first_screen`), a ``coverage`` banner (:func:`stamp`), then the cells tagged ``findings``; the
+    rest of the title cell follows."""
     findings = [c for c in nb.cells if {FINDINGS, COVERAGE} & set(c.metadata.get("tags", []))]
     findings.sort(key=lambda c: COVERAGE not in c.metadata.get("tags", []))  # the banner before the findings
     if not findings:
         return nb
+    screen = first_screen(nb)
     nb = copy.deepcopy(nb)
     rest = [c for c in nb.cells if not {FINDINGS, COVERAGE} & set(c.metadata.get("tags", []))]
     title, intro = rest[0], rest[1:]
@@ -147,7 +159,8 @@ def findings_first(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
         heading, body = title.source.split("\n", 1)
         intro.insert(0, nbformat.v4.new_markdown_cell(body.strip("\n"), id=f"{title.id}-intro"))
         title = nbformat.v4.new_markdown_cell(heading, id=title.id)
-    nb.cells = [title, *copy.deepcopy(findings), *intro]
+    lead = [nbformat.v4.new_markdown_cell(screen, id=f"{title.id}-screen")] if screen else []
+    nb.cells = [title, *lead, *copy.deepcopy(findings), *intro]
     return nb
 
 

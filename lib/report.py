@@ -45,6 +45,7 @@ from lib.params import ParameterError
 from lib.render import stamp
 from lib.results import VARIANTS_DIR, ResultsStore, atomic_write_text
 from lib.studies import STUDIES
+from lib.verdicts import COLOURS, css_class
 
 RENDERED = re.compile(r"^(?P<study>\d\d_[a-z0-9_]+?)_(?P<profile>smoke|quick|cpu|paper)$")
 PROFILE_ORDER = ("paper", "cpu", "quick", "smoke")  # the strongest evidence first
@@ -78,19 +79,10 @@ table.summary { width: 100%; font-size: 0.85rem; } .summary td.study { white-spa
 .summary th.q { width: 30%; } .summary th.finding { width: 36%; } .summary th.verdicts { width: 22%; }
 .badge { display: inline-block; border-radius: 0.6rem; padding: 0 0.45rem; margin: 0.1rem 0.1rem 0.1rem 0;
   font-size: 0.78rem; white-space: nowrap; border: 1px solid transparent; }
-.badge.reproduced { background: #1a7f37; color: #fff; } .badge.smaller { background: #8bc34a; color: #222; }
-.badge.contradicted { background: #c62828; color: #fff; } .badge.not-reproduced { background: #ef9a9a; color: #222; }
-.badge.inconclusive { background: #f2c744; color: #222; } .badge.not-measured { background: #d5d8dc; color: #222; }
-.badge.check { background: #dbe9f6; color: #1b3a57; } .badge.superseded { background: #fff; color: #777;
-  border-color: #bbb; }
+.badge.superseded { background: #fff; color: #777; border-color: #bbb; }
 .stale { background: #fff4e5; border-left: 4px solid #e67e22; padding: 0.25rem 0.5rem; margin: 0.2rem 0 0.4rem;
   font-size: 0.85rem; }
-tr.reproduced td.verdict { border-left: 5px solid #1a7f37; } tr.smaller td.verdict { border-left: 5px solid #8bc34a; }
-tr.contradicted td.verdict { border-left: 5px solid #c62828; }
-tr.not-reproduced td.verdict { border-left: 5px solid #ef9a9a; }
-tr.inconclusive td.verdict { border-left: 5px solid #f2c744; }
-tr.not-measured td.verdict { border-left: 5px solid #d5d8dc; }
-tr.check td.verdict { border-left: 5px solid #dbe9f6; } tr.superseded td { color: #666; }
+tr.superseded td { color: #666; }
 tr.check td { background: #fafcff; }
 @media (max-width: 40rem) {
   h1 { font-size: 1.1rem; } .summary td.q { display: none; }  /* the question opens each study's section */
@@ -106,15 +98,15 @@ tr.check td { background: #fafcff; }
   table.verdicts td.quantity::before { content: none; }
 }
 """
+DARK = ("reproduced", "contradicted")  # badges whose colour wants white text
+STYLE += "".join(  # each verdict's colour, from lib.verdicts (the notebooks' verdict tables use the same)
+    f".badge.{css} {{ background: {colour}; color: {'#fff' if css in DARK else '#222'}; }}\n"
+    f"tr.{css} td.verdict {{ border-left: 5px solid {colour}; }}\n" for css, colour in COLOURS.items())
 
 
 def verdict_kind(verdict: str) -> str | None:
     """The CSS class (a key of :data:`KINDS`) of a verdict in lib.verdicts' grammar; None for other words."""
-    text = verdict.strip()
-    if text.startswith("inconclusive"):
-        return "inconclusive"
-    return {"reproduced": "reproduced", "reproduced, smaller": "smaller", "contradicted": "contradicted",
-            "not reproduced": "not-reproduced", "not measured": "not-measured", "check": "check"}.get(text)
+    return css_class(verdict)
 
 
 def rendered_notebooks(results: Path) -> list[tuple[str, str, Path]]:

@@ -467,6 +467,21 @@ def decide(assessments: list[Assessment]) -> list[Assessment]:
             for a, ph in zip(assessments, p_holm)]
 
 
+# Each verdict's CSS class and colour: the report's badges and row marks, and the notebooks' verdict tables.
+CLASSES = {"reproduced": "reproduced", "reproduced, smaller": "smaller", "contradicted": "contradicted",
+           "not reproduced": "not-reproduced", "inconclusive": "inconclusive", "not measured": "not-measured",
+           "check": "check"}
+COLOURS = {"reproduced": "#1a7f37", "smaller": "#8bc34a", "contradicted": "#c62828", "not-reproduced": "#ef9a9a",
+           "inconclusive": "#f2c744", "not-measured": "#d5d8dc", "check": "#dbe9f6"}
+
+
+def css_class(verdict: str) -> str | None:
+    """The CSS class of a verdict as a table shows it (:meth:`Assessment.verdict_text`); None for words outside
+    the grammar."""
+    text = verdict.strip()
+    return CLASSES["inconclusive"] if text.startswith("inconclusive") else CLASSES.get(text)
+
+
 SHOWN = ("quantity", "ours", "paper", "evidence", "n", "p", "p_holm", "power", "seeds_needed", "verdict")  # for readers
 
 

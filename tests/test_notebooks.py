@@ -291,3 +291,29 @@ def test_tables_indexed_by_row_number_show_no_index_column():
         assert named == frame.set_index("quantity")._repr_html_()
     assert "<th>0</th>" not in plain and "<td>VR</td>" in plain and "<td>1.235</td>" in plain
     assert plain == frame.to_html(index=False, notebook=True, border=0, float_format="{:.3f}".format)
+
+
+def test_a_verdict_table_is_coloured_by_verdict_as_in_the_report():
+    """lib.notebook.frame_html on a table of lib.verdicts: the reader's columns, no index, each row's class the
+    verdict's (lib.verdicts.css_class, which the report uses too), and the cells escaped."""
+    import re
+
+    import numpy as np
+
+    from lib import verdicts
+    from lib.notebook import frame_html
+
+    z = np.random.default_rng(5).normal(size=5)
+    a = {i: float(x) * 2 for i, x in enumerate(z)}
+    b = {i: float(x) for i, x in enumerate(z)}
+    table = verdicts.table(verdicts.decide([
+        verdicts.evaluate(verdicts.Claim("VR <clamp>", "variance_ratio", 5.9), a, b),
+        verdicts.evaluate(verdicts.Claim("CIFAR-100 VR", "variance_ratio", 0.39)),
+        verdicts.check("twins", "5/5 identical")]))
+    page = frame_html(table)
+    rows = re.findall(r'<tr class="([a-z-]+)">(.*?)</tr>', page)
+    assert [css for css, _ in rows] == ["inconclusive", "not-measured", "check"]
+    assert [verdicts.css_class(v) for v in table.verdict] == [css for css, _ in rows]
+    header = re.search(r"<thead><tr>(.*?)</tr></thead>", page)[1]
+    assert re.findall(r"<th>(.*?)</th>", header) == list(verdicts.SHOWN)  # no index, no kind column
+    assert "VR &lt;clamp&gt;" in page and f"border-left: 6px solid {verdicts.COLOURS['inconclusive']}" in page

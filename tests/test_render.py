@@ -10,7 +10,7 @@ import pytest
 
 from lib import PROJECT_ROOT, render, run_all
 from lib.results import variant_root
-from lib.studies import STUDIES
+from lib.studies import STUDIES, stop_gradient
 
 NOTEBOOK = "06_stop_gradient_collapse"  # its shipped quick records are in today's form and need no data
 PROFILE = "quick"
@@ -60,7 +60,10 @@ def test_the_readers_copies_open_with_the_findings_and_the_report_has_no_code(re
     assert executed.cells.index(tagged[0]) > len(executed.cells) / 2  # the ipynb keeps the execution order
     reader = render.findings_first(executed)
     assert reader.cells[0].source.startswith("# Study 6") and "\n" not in reader.cells[0].source.strip()
-    assert reader.cells[1:3] == tagged and "paper_vs_reproduced" in reader.cells[2].source
+    # the first screen names the profile, the data and the paper's data, then the findings follow
+    assert reader.cells[1].source == ("**Profile `quick`** on digits (scikit-learn), synthetic, teacher_student; "
+                                      f"the paper's data: {stop_gradient.PAPER_DATA}.")
+    assert reader.cells[2:4] == tagged and "paper_vs_reproduced" in reader.cells[3].source
     full, report = files[f"{NAME}.html"].decode(), files[f"{NAME}{render.REPORT_SUFFIX}.html"].decode()
     for page in (full, report):  # the findings table comes before the first figure, its text left-aligned
         assert page.index('celltag_findings"') < page.index("<img ") and render.FINDINGS_CSS in page

@@ -239,6 +239,6 @@ def test_study1_final_epoch_counts_twins_once_in_the_welch_test():
     assert f["grad_norm_ratio"] == pytest.approx(mean(subtract) / mean(clamp), rel=1e-12)
     table = margin_factorial.paper_vs_reproduced(margin_factorial.analyze(runs, s))
     grad = table[table.quantity.str.startswith("layer-0 gradient norm")].iloc[0]
-    assert grad.quantity.endswith("final epoch") and grad.n == "3 vs 3"
+    assert grad.quantity.endswith(f"final epoch ({s['epochs']} of {s['epochs']})") and grad.n == "3 vs 3"
     assert grad.ours.startswith(f"{math.exp(np.log(subtract).mean() - np.log(clamp).mean()):.3g} [")
     assert np.isfinite(f["ratio_low"]) and f["ratio_low"] <= f["grad_norm_ratio"] <= f["ratio_high"]

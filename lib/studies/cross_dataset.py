@@ -29,6 +29,7 @@ from lib.studies import common
 from lib.studies.common import sweep_options  # noqa: F401  (run_sweep's options: part of every study's interface)
 
 STUDY = "02_cross_dataset_reversal"
+PAPER_DATA = "CIFAR-10, CIFAR-100, SVHN and Fashion-MNIST"  # the data of the paper's claims, named on the first screen
 # The study's question in one line, for the report's summary
 QUESTION = ("Is the variance effect of margin clamping reversed (VR < 1) on datasets other than CIFAR-10, as the "
             "clamp activation rate and positive-pair density would predict?")
@@ -314,8 +315,8 @@ def paper_vs_reproduced(summary: pd.DataFrame, skipped: dict, runs: pd.DataFrame
         ok = runs[(runs.dataset == match.dataset) & (runs.status == "ok")]
         if "car" in pub:
             car = {int(r.seed): 100 * r.car_layer0_final for r in ok[ok.margin_mode == "clamp"].itertuples()}
-            claim = verdicts.Claim(f"{name}: layer-0 CAR (clamp arm), final epoch (%){on}", "one_sample", pub["car"],
-                                   pub["car_tag"], kind="check")
+            claim = verdicts.Claim(f"{name}: layer-0 CAR (clamp arm), final epoch ({match.final_epoch:.0f}) (%){on}",
+                                   "one_sample", pub["car"], pub["car_tag"], kind="check")
             checks.append(verdicts.evaluate(claim, car))
         if "acc" in pub:
             seeds = ok.groupby("seed").top1.mean()  # a seed's two arms: the accuracy of the dataset, per seed

@@ -31,6 +31,7 @@ from lib.studies import common
 from lib.studies.common import sweep_options  # noqa: F401  (run_sweep's options: part of every study's interface)
 
 STUDY = "03_difficulty_sweep"
+PAPER_DATA = "SVHN"  # the data of the paper's claims, named on the first screen of a render
 # The study's question in one line, for the report's summary
 QUESTION = ("Does the variance effect of margin clamping depend on task difficulty, large only at intermediate "
             "accuracy?")

@@ -36,6 +36,7 @@ from lib.ssl import METHODS, SSLConfig, class_list, train_ssl
 from lib.stats import loglog_slope, rank_correlation
 
 STUDY = "04_embedding_norms"
+PAPER_DATA = "CIFAR-10 and CIFAR-100 (ImageNet-100 for one intervention)"  # named on the first screen
 # The study's question in one line, for the report's summary
 QUESTION = ("Do embedding norms grow under a cosine loss and slow convergence as the norm squared, act as a "
             "confidence and OOD score, and do cut-initialisation and GradScale help?")

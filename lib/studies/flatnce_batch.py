@@ -50,6 +50,7 @@ from lib.ssl import SSLConfig, train_ssl
 from lib.studies import common
 
 STUDY = "05_flatnce_batch_size"
+PAPER_DATA = "CIFAR-10 (ImageNet for the transfer numbers)"  # named on the first screen of a render
 # The study's question in one line, for the report's summary
 QUESTION = "Does FlatNCE beat InfoNCE at every batch size, most at small batches?"
 # The verdict-table row (the start of its quantity) whose result the report's summary shows

@@ -27,6 +27,7 @@ from lib.studies.common import (
 )
 
 STUDY = "01_margin_factorial"
+PAPER_DATA = "CIFAR-10"  # the data of the paper's claims, named on the first screen of a render
 # The study's question in one line, for the report's summary
 QUESTION = ("Does clamping the positive-pair similarity at a margin inflate the seed-to-seed variance of accuracy "
             "on CIFAR-10, compared with subtracting the margin?")
@@ -282,13 +283,17 @@ def paper_vs_reproduced(out: dict, trajectory: dict | None = None) -> pd.DataFra
     def subtract(value):
         return arms(seeds, value)[1]
 
+    def at_epoch(claim):  # the final epoch's number, and the run length: "final epoch (8 of 8)"
+        return replace(claim, quantity=claim.quantity.replace(
+            "final epoch", f"final epoch ({out.get('epochs', '?')} of {out.get('epochs', '?')})"))
+
     trajectory_claim = replace(CLAIMS["trajectory"], quantity=CLAIMS["trajectory"].quantity.format(
         epochs=out.get("trajectory_epochs", "N")))
     dose_claim = replace(CLAIMS["dose"], quantity=CLAIMS["dose"].quantity.format(dose_m0=out.get("dose_m0", 0.2)))
     tested = [
         verdicts.evaluate(CLAIMS["vr"], *arms(seeds, "top1")),
         verdicts.evaluate(CLAIMS["means"], *arms(seeds, "top1")),
-        verdicts.evaluate(CLAIMS["grad"], *arms(seeds, "grad_norm_layer0_final", "subtract", "clamp")),
+        verdicts.evaluate(at_epoch(CLAIMS["grad"]), *arms(seeds, "grad_norm_layer0_final", "subtract", "clamp")),
         verdicts.evaluate(trajectory_claim, *arms(longer, "grad_norm_layer0_final", "subtract", "clamp")),
         verdicts.evaluate(dose_claim, None if dose is None or not len(dose) else observations(dose, "top1", "clamp"),
                           subtract("top1") if seeds is not None and len(seeds) else None),
@@ -304,7 +309,7 @@ def paper_vs_reproduced(out: dict, trajectory: dict | None = None) -> pd.DataFra
                "apart by more than floating point should explain"),
             "gradient-neutral: can act only through floating point"))
     if seeds is not None and len(seeds):
-        rows.append(verdicts.decide([verdicts.evaluate(CLAIMS["car"], observations(seeds, "car_layer0_final",
+        rows.append(verdicts.decide([verdicts.evaluate(at_epoch(CLAIMS["car"]), observations(seeds, "car_layer0_final",
                                                                                     "clamp"))])[0])
     vr = tested[0]
     if vr.measured and vr.estimate > 0:

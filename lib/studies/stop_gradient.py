@@ -20,6 +20,7 @@ from lib.collapse_train import HEAD_MODES, MIN_STEPS, CollapseConfig, train_coll
 from lib.data import DATASETS
 
 STUDY = "06_stop_gradient_collapse"
+PAPER_DATA = "a minimal model whose equations are not public (ours is a reconstruction)"  # first screen
 # The study's question in one line, for the report's summary
 QUESTION = ("In a minimal model with frustrated samples, does the label geometry collapse at a rate set by the "
             "frustrated fraction, and does a head with stop-gradient prevent it?")
