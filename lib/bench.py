@@ -46,6 +46,7 @@ from lib.data import DatasetNotFoundError, get_dataset, load_dataset
 from lib.losses import margin_schedule
 from lib.optim import scaled_lr
 from lib.results import ResultsStore
+from lib.run_all import notebooks, render
 from lib.ssl import SSLConfig, build_model, build_optimizer, keep_freed_memory, make_step
 from lib.studies import flatnce_batch, margin_factorial
 from lib.sweep import run_sweep
@@ -386,8 +387,6 @@ def gpu_check(data_root: str | None, *, quick: bool, device: str = "cuda") -> in
 def notebook_times(profile: str) -> list[dict]:
     """Each notebook executed with papermill at ``profile`` into a temporary results folder: its wall time."""
     import tempfile
-
-    from lib.run_all import notebooks, render
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

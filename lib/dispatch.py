@@ -42,8 +42,8 @@ from typing import Callable
 import submitit
 
 from lib import PROJECT_ROOT, params
-from lib.data import DatasetNotFoundError
-from lib.notebook import download_datasets, load_datasets, open_store, relative, resolve_command
+from lib.data import DatasetNotFoundError, load_datasets
+from lib.notebook import download_datasets, open_store, relative, resolve_command
 from lib.params import PROFILE_NAMES, ParameterError
 from lib.results import FINISHED_STATUSES, ResultsStore
 from lib.studies import STUDIES, Study, find_study

@@ -20,10 +20,16 @@ import torch
 from IPython.display import HTML
 
 from lib import params
+from lib.augment import draw_simclr_params
 from lib.cff import CFFConfig, split_indices
 from lib.data import DATASETS, data_shape, get_dataset, num_classes
 from lib.diagnostics import expected_positive_pair_density
-from lib.optim import lr_formula, scaled_lr
+from lib.optim import LARS, lr_formula, scaled_lr
+from lib.resnet import BasicBlock
+from lib.simulations import LATENT_SIMULATIONS, latent_class_simulation
+from lib.ssl import SSLConfig, build_model, training_indices
+from lib.studies.embedding_norms import data_of, intervention_of
+from lib.studies.flatnce_batch import LR_RULES
 
 COLUMNS = ("setting", "ours", "original", "source", "evidence", "note")
 ORIGINAL_FILES = ("main_CFF.py", "utils.py", "models/vit.py", "losses.py")  # the files of CFF's code we read
@@ -482,8 +488,6 @@ def _norms_ood_rows(ood_configs: Sequence, settings: dict, scale: str) -> list[d
 
 
 def _norms_simulation_rows(settings: dict) -> list[dict]:
-    from lib.simulations import LATENT_SIMULATIONS, latent_class_simulation
-
     sim = LATENT_SIMULATIONS[settings["latent_simulation"]]
     batch = latent_class_simulation.__kwdefaults__["batch_size"]  # the notebook leaves it at the function's
     chosen = f"latent_simulation='{settings['latent_simulation']}'"
@@ -522,9 +526,6 @@ def norms_fidelity_table(configs: Sequence, settings: dict) -> pd.DataFrame:
     rows the OOD runs, the simulation rows the settings. Match or difference is decided by comparing the
     values as shown.
     """
-    from lib.ssl import SSLConfig
-    from lib.studies.embedding_norms import data_of, intervention_of
-
     configs = list(configs)
     if not configs or not all(isinstance(c, SSLConfig) for c in configs):
         params.fail("configs", configs, "a non-empty list of SSLConfig")
@@ -579,8 +580,6 @@ SQRT_ARM_REASON = ("the study's second arm, lr = 0.6 × √B: FLAT's rate is set
 
 def _flat_lr_rows(rule: str, lr: float, batches: list[int]) -> list[dict]:
     """The learning-rate rows of one arm of study 5: its rule and its rate at each batch size, beside FLAT's."""
-    from lib.studies.flatnce_batch import LR_RULES
-
     reason = (SQRT_ARM_REASON if rule == "sqrt" and lr == LR_RULES["sqrt"]
               else f"lr = {lr:g}, lr_scaling = {rule!r} set for this run")
     rates = ", ".join(f"{b}: {scaled_lr(lr, b, rule):.4g}" for b in batches)
@@ -606,11 +605,6 @@ def flat_fidelity_table(configs, settings: dict | None = None, *, data_root: str
     its default in ``main.py``.
     """
     import inspect
-
-    from lib.augment import draw_simclr_params
-    from lib.optim import LARS
-    from lib.resnet import BasicBlock
-    from lib.ssl import SSLConfig, build_model, training_indices
 
     configs = [configs] if isinstance(configs, SSLConfig) else list(configs)
     if not configs or not all(isinstance(c, SSLConfig) and c.method == "simclr" for c in configs):

@@ -20,6 +20,7 @@ from lib import PROJECT_ROOT
 from lib.config import as_dict, build
 from lib.rerun import load_train_function, rerun_command, train_function_name
 from lib.results import ResultsStore
+from lib.studies import STUDIES
 
 # Training functions renamed or moved since records were written: old name -> today's.
 RENAMED: dict[str, str] = {
@@ -48,8 +49,6 @@ def upgrader(default_train: str):
 
 def migrate(results_dir: str | Path = "results") -> dict[str, int]:
     """Migrate every study's records under ``results_dir``; the number rewritten per store."""
-    from lib.studies import STUDIES
-
     root = PROJECT_ROOT / results_dir
     counts = {}
     for study in STUDIES.values():

@@ -35,17 +35,18 @@ import pandas as pd
 
 from lib import PROJECT_ROOT, params, verdicts
 from lib.config import as_dict
-from lib.data import DATASETS, get_dataset
+from lib.data import DATASETS, load_datasets
+from lib.progress import INJECTED_CELL
 from lib.render import HEADER
 from lib.results import ResultsStore, config_json, variant_root
 from lib.studies import Study, find_study
+from lib.sweep import run_sweep
 
 # Parameters that say where and how a run happens, not what it computes: they never make a variant.
 RESERVED = ("profile", "data_root", "download", "results_dir", "variant")  # set by a command's own option, not -p
 OPERATIONAL = ("data_root", "download", "results_dir", "workers", "device", "force", "variant")
 VARIANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
 DERIVED_NAME_MAX = 80  # a longer derived name is cut and ends with a hash of the whole
-INJECTED_CELL = "# Parameters"  # the first line of the cell papermill injects with the -p values
 
 
 @functools.cache
@@ -155,19 +156,6 @@ def open_store(study: Study, settings: dict, configs: list, results_dir: str | P
     return store, [] if settings.get("force") else store.copy_finished(canonical, configs)
 
 
-def load_datasets(configs: list, data_root: str | None, *, download: bool = False) -> dict[str, str]:
-    """Load every dataset the run configs name (their unseen sets too), so that a missing one fails
-    here, before any run (``download``: torchvision may fetch it); ``{label: where it came from}``."""
-    sources = {}
-    for config in map(as_dict, configs):
-        for spec in [config, *[o for o in config.get("ood") or [] if isinstance(o, dict)]]:
-            name, options = spec.get("dataset"), spec.get("dataset_options") or {}
-            label = f"{name} {options}" if options else str(name)
-            if name in DATASETS and label not in sources:
-                sources[label] = get_dataset(name, options, data_root, download=download).source
-    return sources
-
-
 def download_datasets(study: Study, settings: dict, data_root: str | None, download: bool) -> None:
     """With ``download``, fetch the datasets of the study's whole plan before its ``check_data``, which would
     skip one it cannot load (the data are then in torchvision's cache for every process)."""
@@ -223,8 +211,6 @@ class Setup:
         write the collected table and show the runs that are not ok (with the ``show`` columns of
         ``frame(records)``, the study's runs frame); returns the records and that frame."""
         from IPython.display import Markdown, display
-
-        from lib.sweep import run_sweep
 
         records = run_sweep(self.store, self.configs, self.study.train_fn, data_root=self.data_root,
                             **self.study.module.sweep_options(self.settings))

@@ -38,6 +38,8 @@ from typing import Callable
 
 from tqdm import std as tqdm_std
 
+INJECTED_CELL = "# Parameters"  # the first line of the cell papermill injects with the -p values
+
 TEXT_INTERVAL_S = 5.0  # lines style: at least this long between two lines of a bar ...
 TEXT_STEP = 0.02  # ... and at least this fraction of its total done in between (<= ~50 lines a bar)
 REDRAW_INTERVAL_S = 0.5  # widget and terminal: redrawn in place, so only the cost of a redraw matters
@@ -59,8 +61,6 @@ def style() -> str:
     """``widget``, ``lines`` or ``terminal``: how a bar shows here (module docstring)."""
     shell = _kernel()
     if shell is not None:
-        from lib.notebook import INJECTED_CELL
-
         executed_by_papermill = any(cell.lstrip().startswith(INJECTED_CELL) for cell in shell.user_ns.get("In", []))
         return "lines" if executed_by_papermill else "widget"
     return "terminal" if sys.stderr.isatty() else "lines"

@@ -24,6 +24,7 @@ import sys
 from typing import Callable
 
 from lib.config import as_dict, build, call
+from lib.data import load_datasets
 from lib.results import NUMERICS_KEYS, environment, numerics_differences
 
 
@@ -48,8 +49,6 @@ def load_train_function(name: str) -> Callable:
 
 def check(train_fn: Callable, config: dict, data_root: str | None = None) -> str:
     """Build ``config`` for ``train_fn`` and load the datasets it names, training nothing; a one-line summary."""
-    from lib.notebook import load_datasets  # the registry behind it imports the training modules
-
     typed = build(train_fn, config)
     sources = load_datasets([typed], data_root)
     data = "; ".join(f"{label}: {source}" for label, source in sources.items()) or "no dataset"
