@@ -317,6 +317,9 @@ def welch_t_test(a, b) -> WelchResult:
 
 
 # --------------------------------------------------------------------------- ANOVA
+ANOVA_NOISE = 1e-12  # a sum of squares below this share of the total is the fit's rounding noise: reported as 0
+
+
 def two_way_anova(df: pd.DataFrame, response: str, factor_a: str, factor_b: str) -> pd.DataFrame:
     """Two-way ANOVA with interaction, type-II sums of squares (statsmodels).
 
@@ -344,6 +347,10 @@ def two_way_anova(df: pd.DataFrame, response: str, factor_a: str, factor_b: str)
       if both have one level only the ``Residual`` row (SS_total, n - 1) is returned;
     * one observation per cell (no residual df for the interaction model), or an
       empty cell: the additive model ``C(A) + C(B)``.
+
+    An effect's sum of squares below :data:`ANOVA_NOISE` of the total SS is rounding noise of the fit (an
+    effect that is exactly zero comes out near 1e-28, its last bits machine-dependent): it is reported as
+    ``sum_sq = 0, F = 0, PR(>F) = 1``.
 
     Raises ``ValueError`` if a column is missing, the response is not numeric, or
     fewer than 3 complete rows remain.
@@ -402,6 +409,12 @@ def two_way_anova(df: pd.DataFrame, response: str, factor_a: str, factor_b: str)
     else:
         fit = smf.ols(formula, data=data).fit()
         table = anova_lm(fit, typ=2).rename(index=names)
+        # An effect that is exactly zero (study 1's identical stabiliser twins) comes out of the fit as rounding
+        # noise, 1e-28 or so, whose last bits differ between CPUs: below ANOVA_NOISE of the total SS it is 0.
+        y = data["y"].to_numpy()
+        effects = table.index.drop("Residual")
+        noise = effects[table.loc[effects, "sum_sq"] < ANOVA_NOISE * float(((y - y.mean()) ** 2).sum())]
+        table.loc[noise, ["sum_sq", "F", "PR(>F)"]] = [0.0, 0.0, 1.0]
     model_txt = (formula.replace("y", repr(response), 1)
                  .replace("C(A)", f"C({factor_a!r})").replace("C(B)", f"C({factor_b!r})"))
     table.attrs["model"] = model_txt

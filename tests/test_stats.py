@@ -430,3 +430,16 @@ def test_bootstrap_ratio_ci_is_open_above_without_a_warning_when_var_b_star_is_o
         warnings.simplefilter("error")
         lo, hi = S.bootstrap_ratio_ci(np.arange(8.0), [0.0, 0.0, 0.0, 1.0], n_boot=2000, seed=1)
     assert math.isinf(hi) and math.isfinite(lo) and lo > 0
+
+
+def test_anova_reports_an_exactly_zero_effect_as_zero_not_as_rounding_noise():
+    """Identical twins under two stabilisers: the stabiliser's SS is exactly 0 in exact arithmetic; the fit gives
+    ~1e-28, machine-dependent in its last bits. The table says 0, F 0, p 1, and keeps the real effect."""
+    rng = np.random.default_rng(0)
+    y = rng.normal(size=6)
+    rows = [dict(y=v + (1.0 if arm == "clamp" else 0.0), arm=arm, stab=stab, seed=i)
+            for arm in ("clamp", "subtract") for stab in ("detach", "direct") for i, v in enumerate(y)]
+    table = S.two_way_anova(pd.DataFrame(rows), "y", "arm", "stab")
+    for row in ("stab", "arm:stab"):
+        assert (table.loc[row, "sum_sq"], table.loc[row, "F"], table.loc[row, "PR(>F)"]) == (0.0, 0.0, 1.0)
+    assert table.loc["arm", "sum_sq"] == pytest.approx(24 * 0.5 ** 2)  # 24 runs, each 0.5 from the grand mean
