@@ -66,6 +66,11 @@ class DatasetInfo:
     norm_mean: tuple[float, ...] | None = None
     norm_std: tuple[float, ...] | None = None
 
+    @property
+    def fetched(self) -> bool:
+        """A dataset read from a data root or torchvision's cache (not generated, nor shipped with a package)."""
+        return getattr(self.load, "fetched", False)
+
 
 # CFF's constants for both CIFARs (utils.py, set_loaders) [code]; the other real datasets: the usual
 # constants of their full training sets [ours].
@@ -76,6 +81,7 @@ def _real(torchvision_name: str) -> Callable[..., tuple]:
     """The loader of a real dataset: ``<name>.npz`` in the data root, else torchvision's class of that name."""
     def load(name, *, data_root, download, cache_dir, image_size):  # image_size: load_dataset resizes
         return _load_real(name, torchvision_name, DATASETS[name].num_classes, data_root, download, cache_dir)
+    load.fetched = True  # DatasetInfo.fetched
     return load
 
 

@@ -236,6 +236,40 @@ def _cell_value(value) -> str:
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
 
+CELL_VALUE_CHARS = 16  # a factor's value in a cell label is cut here: lists and options would fill a figure's axis
+CELL_LABEL_CHARS = 72  # and the whole label here
+
+
+def naming_factors(factors: list[str], configs: list[dict]) -> list[str]:
+    """The fewest factors that still tell every cell apart, chosen greedily (each step the factor that splits the
+    cells most, the shorter values first on a tie), in ``factors`` order: a factor set by another (a learning rate
+    that follows the method) names nothing new."""
+    def distinct(keys):
+        return len({tuple(c.get(k) for k in keys) for c in configs})
+    goal, chosen = distinct(factors), []
+    while distinct(chosen) < goal:
+        chosen.append(max((k for k in factors if k not in chosen),
+                          key=lambda k: (distinct([*chosen, k]), -max(len(str(c.get(k))) for c in configs))))
+    return [k for k in factors if k in chosen]
+
+
+def short_cells(cells: list[str], factors: list[str], configs: list[dict]) -> list[str]:
+    """Cell labels short enough for a figure's axis: the factors that tell the cells apart
+    (:func:`naming_factors`), each value cut at :data:`CELL_VALUE_CHARS`, the label at :data:`CELL_LABEL_CHARS`;
+    where cutting makes two cells look alike, each gets its number (#1, #2, ...)."""
+    def cut(text: str, limit: int) -> str:
+        return text if len(text) <= limit else text[:limit - 1] + "…"
+    naming = naming_factors(factors, configs)
+    short = [", ".join(f"{k}={cut(str(c.get(k)), CELL_VALUE_CHARS)}" for k in naming) or "all runs"
+             for c in configs]
+    short = [cut(s, CELL_LABEL_CHARS) for s in short]
+    full_of: dict[str, set[str]] = {}
+    for s, full in zip(short, cells):
+        full_of.setdefault(s, set()).add(full)
+    number = {full: i + 1 for i, full in enumerate(sorted(set(cells)))}
+    return [f"{s} #{number[full]}" if len(full_of[s]) > 1 else s for s, full in zip(short, cells)]
+
+
 def records_frames(records: list[dict]) -> dict:
     """The generic view of a study's records: which config keys make its cells, its scalar metrics and
     curves, and their long tables. A cell is one combination of the config keys that differ between the
@@ -244,7 +278,8 @@ def records_frames(records: list[dict]) -> dict:
     configs = [{k: _cell_value(v) for k, v in r["config"].items()} for r in records]
     keys = sorted({k for c in configs for k in c} - {"seed"})
     factors = [k for k in keys if len({c.get(k) for c in configs}) > 1]
-    cells = [", ".join(f"{k}={c.get(k)}" for k in factors) or "all runs" for c in configs]
+    cells = short_cells([", ".join(f"{k}={c.get(k)}" for k in factors) or "all runs" for c in configs], factors,
+                        configs)
     scalars, curves, layers = [], [], 0
     rows = []
     for rec, cell in zip(records, cells):

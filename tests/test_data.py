@@ -342,3 +342,18 @@ def test_the_registry_knows_each_dataset_before_loading_it():
                                                                     n_test=14).num_classes == 7
     assert data_shape("mnist", {"image_size": 32, "channels": 3}) == (32, 3)
     assert len({info.display_name for info in DATASETS.values()}) == len(DATASETS)
+
+
+def test_a_dataset_is_fetched_exactly_when_it_needs_a_data_root(tmp_path, monkeypatch):
+    """DatasetInfo.fetched (study 2's list of real datasets comes from it): offline with an empty data root and
+    cache, a fetched dataset is not found; every other one loads (generated or shipped with a package)."""
+    monkeypatch.delenv("DATA_ROOT", raising=False)
+    for name, info in DATASETS.items():
+        options = {"n_train": 20, "n_test": 10} if "n_train" in info.options else {}
+        if info.fetched:
+            with pytest.raises(DatasetNotFoundError):
+                load_dataset(name, data_root=tmp_path / "empty", cache_dir=tmp_path / "tv", **options)
+        else:
+            loaded = load_dataset(name, data_root=tmp_path / "empty", cache_dir=tmp_path / "tv", **options)
+            assert loaded.x_train.numel() > 0
+    assert any(info.fetched for info in DATASETS.values()) and not all(info.fetched for info in DATASETS.values())

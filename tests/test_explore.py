@@ -86,3 +86,21 @@ def test_results_explorer_rejects_a_variant_without_records(tmp_path):
     _record(ResultsStore(tmp_path, "06_stop_gradient_collapse", "quick"), 0, 0.1, 0.5)
     with pytest.raises(ParameterError, match="variant='nope'"):
         explore.results_explorer("06", variant="nope", results_dir=tmp_path)
+
+
+def test_cell_labels_name_the_fewest_factors_that_tell_cells_apart_and_stay_short():
+    from lib.explore import CELL_LABEL_CHARS, naming_factors, short_cells
+
+    # the learning rate follows the method, so one of the two names nothing new: the one with the shorter
+    # values names the cells; the options list, the same everywhere, is no factor
+    configs = [dict(method=m, lr=lr, cut=cut, ood=[{"dataset": "fashion_mnist", "options": list(range(30))}])
+               for m, lr in (("simclr", 0.3), ("simsiam", 0.05)) for cut in (1.0, 3.0)]
+    factors = ["cut", "lr", "method"]
+    assert naming_factors(factors, configs) == ["cut", "lr"]
+    full = [", ".join(f"{k}={c[k]}" for k in factors) for c in configs]
+    assert short_cells(full, factors, configs) == ["cut=1.0, lr=0.3", "cut=3.0, lr=0.3", "cut=1.0, lr=0.05",
+                                                   "cut=3.0, lr=0.05"]
+    # cells told apart only past the cut keep apart by number, and no label exceeds its limit
+    long = [dict(x="a" * 100 + str(i), y="b" * 100) for i in range(3)]
+    labels = short_cells([str(c) for c in long], ["x", "y"], long)
+    assert len(set(labels)) == 3 and all(len(label) <= CELL_LABEL_CHARS + 4 for label in labels)

@@ -37,7 +37,7 @@ QUESTION = ("Is the variance effect of margin clamping reversed (VR < 1) on data
 HEADLINE = "the reversal"
 TRAIN = train_cff
 
-REAL_DATASETS = ("cifar10", "cifar100", "svhn", "fashion_mnist", "mnist")
+REAL_DATASETS = tuple(name for name, info in DATASETS.items() if info.fetched)  # from the registry, in its order
 
 # Procedural stand-ins: lib.data "shapes" options (the profile adds its n_train / n_test) and what
 # each one stands in for.
