@@ -64,7 +64,6 @@ KINDS = {
     "check": "check (ours)",
     "superseded": "written before the verdict engine",
 }
-CLAIM_KINDS = ("reproduced", "smaller", "contradicted", "not-reproduced", "inconclusive", "not-measured")
 
 
 STYLE = """
@@ -296,12 +295,13 @@ def title(study: str) -> str:
     return study.replace("_", " ")
 
 
-def profiles_by_study(found: list[tuple[str, str, Path]]) -> dict[str, list[str]]:
-    """study -> its rendered profiles, strongest first (:func:`rendered_notebooks`' order)."""
+def shown_profiles(results: Path, found: list[tuple[str, str, Path]]) -> dict[str, tuple[str, list[str]]]:
+    """study -> (the profile its summary shows, :func:`summary_profile`; its rendered profiles, strongest first),
+    worked out once per page: each needs every profile's coverage, which reads the records."""
     profiles: dict[str, list[str]] = {}
     for study, profile, _ in found:
         profiles.setdefault(study, []).append(profile)
-    return profiles
+    return {study: (summary_profile(results, study, rendered), rendered) for study, rendered in profiles.items()}
 
 
 def summary_profile(results: Path, study: str, profiles: list[str]) -> str:
@@ -314,14 +314,12 @@ def summary_profile(results: Path, study: str, profiles: list[str]) -> str:
     return next((p for p in current if engine_written(verdicts(results, study, p))), (current or profiles)[0])
 
 
-def summary(results: Path, found: list[tuple[str, str, Path]]) -> str:
+def summary(results: Path, shown_by_study: dict[str, tuple[str, list[str]]]) -> str:
     """One row per study, from :func:`summary_profile`: question, the central claim's verdict with its CI and
     power, the claims' verdicts counted by kind, links."""
-    profiles = profiles_by_study(found)
     rows = []
-    for study, rendered in profiles.items():
+    for study, (shown, rendered) in shown_by_study.items():
         module = study_module(study)
-        shown = summary_profile(results, study, rendered)
         frame = verdicts(results, study, shown)
         others = [p for p in rendered if p != shown]
         also = "".join(f' · also <a href="#{study}_{p}">{p}</a>' for p in others)
@@ -343,14 +341,12 @@ def study_number(study: str) -> str:
     return study.split("_", 1)[0]
 
 
-def to_decide(results: Path, found: list[tuple[str, str, Path]]) -> str:
+def to_decide(results: Path, shown_by_study: dict[str, tuple[str, list[str]]]) -> str:
     """The experiments that would decide the inconclusive claims of the summary: per claim the seeds per arm
     for 80% power at the published value, the command at the scale of the verdict (its new runs and their
     cost from the measured time per run of that plan) and at the paper's."""
-    profiles = profiles_by_study(found)
     rows = []
-    for study, rendered in profiles.items():
-        shown = summary_profile(results, study, rendered)
+    for study, (shown, _) in shown_by_study.items():
         frame = verdicts(results, study, shown)
         if not engine_written(frame):
             continue
@@ -454,6 +450,7 @@ def write_index(results_dir: str | Path = "results", output_dir: str | Path | No
     if output_dir is None:
         stamp_renders(results)
     found = rendered_notebooks(results)
+    shown = shown_profiles(results, found)
     body = "\n".join(section(results, page_dir, s, p, nb) for s, p, nb in found) or "<p>No rendered notebooks yet.</p>"
     write_variants_index(results, page_dir / VARIANTS_DIR)
     page = f"""<!DOCTYPE html>
@@ -461,7 +458,7 @@ def write_index(results_dir: str | Path = "results", output_dir: str | Path | No
 <title>Contrastive training dynamics: paper against reproduced</title>
 <style>{STYLE}</style></head>
 <body><h1>Contrastive training dynamics: paper against reproduced</h1>
-{summary(results, found) if found else ""}
+{summary(results, shown) if found else ""}
 <p class="meta">One row per study, from its strongest profile whose plan is fully recorded, linking to its section
 below. The verdicts follow one grammar
 (<a href="{href(PROJECT_ROOT / "docs" / "verdicts.md", page_dir)}">docs/verdicts.md</a>):
@@ -473,7 +470,7 @@ evidence tags ([paper] the paper's text, [code] its public code, [summary] secon
 decision) are in
 <a href="{href(STUDY_SPEC, page_dir)}">docs/studies.md</a>. Your own variants (runs with other parameters)
 are never listed here: <code>{VARIANTS_DIR}/index.html</code> beside this page lists them, unversioned.</p>
-{to_decide(results, found) if found else ""}
+{to_decide(results, shown) if found else ""}
 {body}
 </body></html>
 """
@@ -512,10 +509,8 @@ def readme_verdict_lines(results_dir: str | Path = "results") -> list[str]:
     claim, ours with its CI against the paper's, its verdict, and the other rows counted by kind."""
     results = Path(results_dir) if Path(results_dir).is_absolute() else PROJECT_ROOT / results_dir
     found = rendered_notebooks(results)
-    profiles = profiles_by_study(found)
     lines = []
-    for study, rendered in profiles.items():
-        shown = summary_profile(results, study, rendered)
+    for study, (shown, _) in shown_profiles(results, found).items():
         frame, module = verdicts(results, study, shown), study_module(study)
         row = headline_row(frame, module)
         if row is None:
