@@ -526,8 +526,11 @@ def test_keep_freed_memory_serves_large_blocks_from_the_heap():
     """What the project controls, counted by glibc itself (``mallinfo2``) in a fresh process: before
     ``keep_freed_memory`` a 64 MiB tensor is an mmap()ed block (``hblkhd`` grows by its size), after it
     the same tensor comes from the heap (``uordblks`` grows, no mmap()ed bytes), freeing it keeps the heap
-    (``arena`` is not trimmed) and the next one reuses it (``arena`` does not grow). The page faults this
-    saves depend on the kernel and the machine: ``python -m lib.bench`` shows them."""
+    (``arena`` is not trimmed) and later ones reuse it: over eight allocations the heap grows by less than
+    two blocks, where a fresh block each time would add seven. (Not "never grows": a small allocation can
+    split the freed block once, so the next 64 MiB comes from new heap, measured here under
+    ``ATEN_CPU_CAPABILITY=default``; after that the heap is steady.) The page faults this saves depend on
+    the kernel and the machine: ``python -m lib.bench`` shows them."""
     import subprocess
     import sys
 
@@ -550,8 +553,8 @@ mapped, used, _, _ = allocate()
 print(mapped >= size, used < size)
 assert keep_freed_memory()
 mapped, used, held, freed = allocate()
-again = allocate()
-print(mapped == 0, used >= size, freed == held, again[2] - held < size // 2)  # reused, give or take small blocks
+later = [allocate() for _ in range(7)]
+print(mapped == 0, used >= size, freed == held, later[-1][2] - held < 2 * size)  # reused, give or take one split
 """
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     if run.returncode == 3:
