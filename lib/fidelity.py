@@ -26,7 +26,7 @@ from lib.data import DATASETS, data_shape, get_dataset, num_classes
 from lib.diagnostics import expected_positive_pair_density
 from lib.optim import LARS, lr_formula, scaled_lr
 from lib.resnet import BasicBlock
-from lib.simulations import LATENT_SIMULATIONS, latent_class_simulation
+from lib.simulations import LATENT_SIMULATIONS, LatentClassConfig
 from lib.ssl import SSLConfig, build_model, training_indices
 from lib.studies.embedding_norms import data_of, intervention_of
 from lib.studies.flatnce_batch import LR_RULES
@@ -489,7 +489,7 @@ def _norms_ood_rows(ood_configs: Sequence, settings: dict, scale: str) -> list[d
 
 def _norms_simulation_rows(settings: dict) -> list[dict]:
     sim = LATENT_SIMULATIONS[settings["latent_simulation"]]
-    batch = latent_class_simulation.__kwdefaults__["batch_size"]  # the notebook leaves it at the function's
+    batch = LatentClassConfig.batch_size  # the study leaves it at the config's default
     chosen = f"latent_simulation='{settings['latent_simulation']}'"
     return [
         _row("sphere: pairs, dimension, step, tolerance",

@@ -146,14 +146,20 @@ def resolve_command(study: Study, *, profile: str, parameters: dict, data_root: 
 
 
 def open_store(study: Study, settings: dict, configs: list, results_dir: str | Path,
-               variant: str | None) -> tuple[ResultsStore, list[str]]:
-    """The store the runs write to and the run ids it reused from the canonical store (copied records)."""
+               variant: str | None, part: str = "") -> tuple[ResultsStore, list[str]]:
+    """The store the runs write to and the run ids it reused from the canonical store (copied records);
+    ``part``: the store of the study's simulations (:meth:`ResultsStore.part`) instead of its runs."""
     results = PROJECT_ROOT / results_dir
     canonical = ResultsStore(results, study.name, settings["profile"])
+    canonical = canonical.part(part) if part else canonical
     if variant is None:
         return canonical, []
     store = ResultsStore(variant_root(results, variant), study.name, settings["profile"])
+    store = store.part(part) if part else store
     return store, [] if settings.get("force") else store.copy_finished(canonical, configs)
+
+
+SIMULATIONS = "simulations"  # the sub-folder of a study's runs that holds its simulations (Setup.simulate)
 
 
 def download_datasets(study: Study, settings: dict, data_root: str | None, download: bool) -> None:
@@ -183,6 +189,7 @@ class Setup:
     sources: dict = field(default_factory=dict)  # dataset label -> where it came from
     checked_data: tuple | None = None  # what the study's check_data returned, if it has one
     data_root: str | None = None
+    results_dir: str | Path = "results"
 
     def header(self) -> str:
         s = self.settings
@@ -221,6 +228,19 @@ class Setup:
         if len(failed):
             display(failed[["run_id", "status", *show]])
         return records, runs
+
+
+    def simulate(self, train_fn: Callable, configs: list, *, batched_fn: Callable | None = None) -> list[dict]:
+        """The study's simulations, run like its runs: every config without a finished record is simulated
+        (``batched_fn``: the seeds of a setting side by side) and recorded in the store's ``simulations``
+        part, and every record is returned, so that a re-render reads them instead of simulating again.
+        A variant reuses the canonical records of the configs it shares with them."""
+        store, _ = open_store(self.study, self.settings, configs, self.results_dir, self.variant, SIMULATIONS)
+        records = run_sweep(store, configs, train_fn, batched_fn=batched_fn, progress=False)
+        failed = [r for r in records if r["status"] != "ok"]
+        if failed:
+            raise RuntimeError(f"{len(failed)} of {len(records)} simulations failed; the first: {failed[0]['error']}")
+        return records
 
 
 # The verdict tables' look in a rendered notebook: each row marked with its verdict's colour (lib.verdicts.COLOURS,
@@ -287,6 +307,7 @@ def setup(module: ModuleType, namespace: dict, *, precision: int = 3) -> Setup:
     shell = get_ipython()
     if shell is not None:  # tables indexed by row number show no index column
         shell.display_formatter.formatters["text/html"].for_type(pd.DataFrame, frame_html)
-    nb = Setup(study, settings, configs, store, variant, changes, reused, sources, checked, data_root)
+    nb = Setup(study, settings, configs, store, variant, changes, reused, sources, checked, data_root,
+               namespace.get("results_dir", "results"))
     display(Markdown(nb.header()), metadata={HEADER: True})  # the reader's copy lifts its first line to the top
     return nb

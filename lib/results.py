@@ -479,6 +479,15 @@ class ResultsStore:
     def __repr__(self) -> str:
         return f"ResultsStore({str(self.root)!r}, study={self.study!r}, profile={self.profile!r})"
 
+    def part(self, name: str) -> "ResultsStore":
+        """The store of another kind of run of the same study and profile (its simulations), in the
+        sub-folder ``name`` of the runs, with a table of its own: the study's own records and table
+        never see these runs."""
+        store = ResultsStore(self.root, self.study, self.profile)
+        store.runs_dir = self.runs_dir / _check_name("part", name)
+        store.table_path = self.table_path.with_name(f"{self.study}_{self.profile}_{name}.csv")
+        return store
+
     def run_id(self, config: Any) -> str:
         return config_hash(config)
 

@@ -2,16 +2,25 @@
 given norm (convergence slows as the norm squared), and supervised InfoNCE on latent classes of
 unequal frequency (do rarer classes end with smaller embedding norms?), in the authors' settings or in
 ours before issue 17 (:data:`LATENT_SIMULATIONS`).
+
+Simulations are runs too: :class:`SphereConfig` (one radius) and :class:`LatentClassConfig` (one seed)
+are typed run configs, and :func:`simulate_sphere`, :func:`simulate_latent_class` and
+:func:`simulate_latent_classes` (the seeds of one setting side by side) their training functions, so
+that the notebook records each simulation like any other run and a re-render reads the records
+instead of simulating again.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 import torch
 import torch.nn as nn
 
+from lib import params
+from lib.config import Config, build
 from lib.evaluation import class_mean_norms, row_norms
 from lib.losses import info_nce
 
@@ -268,3 +277,111 @@ def latent_class_simulation(class_weights: Sequence[float] = (1, 2, 4, 8), *, se
     return [{"seed": seed, "class_weights": weights, "class_counts": data[i]["counts"], "class_norms": history[-1, i],
              "class_norm_history": history[:, i], "final_loss": final[i], "settings": settings}
             for i, seed in enumerate(seeds)]
+
+
+# ----------------------------------------------------------------------- the simulations as recorded runs
+
+CURVE_POINTS = 101  # a radius's mean-norm curve is recorded at this many evenly spaced steps (its shape)
+
+
+@dataclass(frozen=True)
+class SphereConfig(Config):
+    """One radius of :func:`sphere_convergence` as a run (defaults: NORMS' theory check)."""
+
+    rho: float = 1.0
+    pairs: int = 500
+    dim: int = 20
+    lr: float = 10.0
+    tolerance: float = 1e-3
+    max_steps: int = 200_000
+    seed: int = 0
+
+    def __post_init__(self):
+        params.number("rho", self.rho, 0.0, low_open=True)
+        params.integer("pairs", self.pairs, 1)
+        params.integer("dim", self.dim, 2)
+        params.number("lr", self.lr, 0.0, low_open=True)
+        params.number("tolerance", self.tolerance, 0.0, 1.0, low_open=True)
+        params.integer("max_steps", self.max_steps, 1)
+        params.integer("seed", self.seed)
+
+
+def simulate_sphere(config: SphereConfig, *, data_root: str | None = None, progress=None) -> dict:
+    """One radius of the sphere simulation, as metrics: ``steps`` (-1: not converged), the two exact
+    checks ``min_norm_change`` and ``max_cos_grad``, the mean norm at the start and the end and its mean
+    growth per step, and its curve (``mean_norm_curve`` at ``curve_steps``, :data:`CURVE_POINTS` at most,
+    the first and the last step among them). ``data_root`` and ``progress``: a training function's
+    interface; the points are generated and the run takes seconds."""
+    c = config
+    run = _align_on_sphere(c.rho, pairs=c.pairs, dim=c.dim, lr=c.lr, tolerance=c.tolerance, max_steps=c.max_steps,
+                           seed=c.seed)
+    history = np.asarray(run["mean_norm"])
+    shown = np.unique(np.linspace(0, len(history) - 1, min(CURVE_POINTS, len(history))).round().astype(int))
+    return {"status": "ok", "steps": int(run["steps"]), "min_norm_change": float(run["min_norm_change"]),
+            "max_cos_grad": float(run["max_cos_grad"]), "norm_start": float(history[0]),
+            "norm_end": float(history[-1]),
+            "norm_growth_per_step": float(np.diff(history).mean()) if len(history) > 1 else 0.0,
+            "curve_steps": shown.tolist(), "mean_norm_curve": history[shown].tolist()}
+
+
+@dataclass(frozen=True)
+class LatentClassConfig(Config):
+    """One seed of :func:`latent_class_simulation` as a run. ``sigma`` and ``lr`` are given, not taken from
+    the simulation's settings, so that the record says what ran."""
+
+    class_weights: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0)
+    simulation: str = "authors"
+    sigma: float = LATENT_SIMULATIONS["authors"]["sigma"]
+    lr: float = LATENT_SIMULATIONS["authors"]["lr"]
+    samples: int = 2000
+    epochs: int = 100
+    latent_dim: int = 10
+    observed_dim: int = 64
+    hidden: int = 64
+    out_dim: int = 10
+    batch_size: int = 128
+    temperature: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self):
+        weights = self.class_weights
+        if (not isinstance(weights, (list, tuple)) or len(weights) < 2
+                or not all(isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w > 0
+                           for w in weights)):
+            params.fail("class_weights", weights, "at least two positive numbers")
+        object.__setattr__(self, "class_weights", tuple(float(w) for w in weights))  # 1 and 1.0: one run id
+        params.choice("simulation", self.simulation, LATENT_SIMULATIONS)
+        params.number("sigma", self.sigma, 0.0)
+        params.number("lr", self.lr, 0.0, low_open=True)
+        params.integer("samples", self.samples, 4 * len(weights))
+        params.integer("epochs", self.epochs, 1)
+        for name in ("latent_dim", "observed_dim", "hidden", "out_dim", "batch_size"):
+            params.integer(name, getattr(self, name), 1)
+        params.number("temperature", self.temperature, 0.0, low_open=True)
+        params.integer("seed", self.seed)
+
+
+def simulate_latent_class(config: LatentClassConfig, *, data_root: str | None = None, progress=None) -> dict:
+    """One seed of the latent-class simulation alone (a re-run of one record): see :func:`simulate_latent_classes`."""
+    return simulate_latent_classes([config])[0]
+
+
+def simulate_latent_classes(configs: list, *, data_root: str | None = None, device: str = "cpu",
+                            progress=None) -> list[dict]:
+    """The seeds of one latent-class setting side by side (``configs`` differ only in ``seed``; five times
+    faster per seed than one by one), as one metrics dict per config: ``class_counts`` [K],
+    ``class_norm_history`` [epochs + 1][K] and ``final_loss``. A seed's numbers agree with its run alone up
+    to float rounding (:func:`latent_class_simulation`). ``data_root``, ``device`` and ``progress``: the
+    interface of a batched training function (``lib.sweep``); it runs on the CPU."""
+    typed = [build(simulate_latent_class, c) if isinstance(c, dict) else c for c in configs]
+    first = typed[0]
+    if any(c.replace(seed=first.seed) != first for c in typed):
+        raise ValueError("configs must differ only in seed")
+    results = latent_class_simulation(
+        first.class_weights, seeds=[c.seed for c in typed], simulation=first.simulation, samples=first.samples,
+        latent_dim=first.latent_dim, observed_dim=first.observed_dim, hidden=first.hidden, out_dim=first.out_dim,
+        sigma=first.sigma, lr=first.lr, epochs=first.epochs, batch_size=first.batch_size,
+        temperature=first.temperature)
+    return [{"status": "ok", "class_counts": np.asarray(r["class_counts"]).tolist(),
+             "class_norm_history": np.asarray(r["class_norm_history"]).tolist(), "final_loss": float(r["final_loss"])}
+            for r in results]

@@ -103,7 +103,8 @@ def record_run(store: ResultsStore, train_fn: Callable, config, outcome: tuple, 
     if batched is not None:
         provenance["batched"] = batched
     config = as_dict(config)
-    return store.write(config, seed=config["seed"], dataset=config["dataset"], status=status,
+    # a simulation's config names no dataset: it generates its data
+    return store.write(config, seed=config["seed"], dataset=config.get("dataset", "generated"), status=status,
                        metrics=metrics, timings=timings, error=error, extra=provenance)
 
 

@@ -141,7 +141,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 from lib.data import get_dataset
 from lib.evaluation import ood_label
 from lib.notebook import setup
-from lib.simulations import latent_class_simulation, sphere_convergence
+from lib.simulations import simulate_latent_class, simulate_latent_classes, simulate_sphere
 from lib.studies import embedding_norms as study
 
 nb = setup(study, globals())  # checks every parameter and loads the data before any compute; says where results go
@@ -212,8 +212,7 @@ display(as_html(norms_fidelity_table(configs, settings)))
 # gradient (zero up to rounding).
 
 # %%
-sphere = sphere_convergence(settings["radii"], pairs=settings["pairs"], dim=settings["dim"], lr=settings["sphere_lr"],
-                            tolerance=settings["tolerance"])
+sphere = study.simulation_runs(nb.simulate(simulate_sphere, study.sphere_configs(settings)))  # recorded, like runs
 convergence = study.convergence_table(sphere)
 fit = study.fit_convergence(convergence)
 store.write_frame("convergence", convergence)
@@ -230,8 +229,9 @@ left.loglog(rho_line, ok.steps_over_rho2.median() * rho_line ** 2, "--", color="
 left.set(xlabel="starting norm ρ", ylabel="gradient steps", title="Convergence slows as ρ²")
 radius_axis(left)
 left.legend()
-for rho, history in zip(sphere["radii"], sphere["mean_norm"]):
-    right.plot(np.arange(len(history)) / max(1, len(history) - 1), history / history[0], label=f"ρ = {rho:g}")
+for run in sorted(sphere, key=lambda run: run["rho"]):
+    steps, curve = np.asarray(run["curve_steps"]), np.asarray(run["mean_norm_curve"])
+    right.plot(steps / max(1, steps[-1]), curve / curve[0], label=f"ρ = {run['rho']:g}")
 right.set(xlabel="fraction of the run (steps / steps to converge)", ylabel="mean norm / starting norm",
           title="The norm grows at every step")
 right.legend(fontsize="small", ncol=2)
@@ -252,10 +252,8 @@ plt.show()
 # scale each class's centre gets from the mixing matrix.
 
 # %%
-latent_runs = latent_class_simulation(settings["class_weights"], seeds=range(settings["latent_seeds"]),
-                                      simulation=settings["latent_simulation"], samples=settings["latent_samples"],
-                                      sigma=settings["latent_sigma"], lr=settings["latent_lr"],
-                                      epochs=settings["latent_epochs"])
+latent_runs = study.simulation_runs(nb.simulate(simulate_latent_class, study.latent_configs(settings),
+                                                batched_fn=simulate_latent_classes))  # the seeds side by side
 latent = study.latent_table(latent_runs)
 latent_summary = study.latent_summary(latent)
 store.write_frame("latent_classes", latent)
@@ -273,7 +271,7 @@ for ax, column, label in ((axes[0], "norm_end", "final mean norm"),
     sns.pointplot(data=latent, x="weight", y=column, color="black", errorbar=None, ax=ax)
     ax.set(xlabel="class frequency (weight)", ylabel=label, title=f"Per class: {label}")
 for k, weight in enumerate(settings["class_weights"]):
-    curve = np.nanmean([r["class_norm_history"][:, k] for r in latent_runs], axis=0)
+    curve = np.nanmean([np.asarray(r["class_norm_history"])[:, k] for r in latent_runs], axis=0)
     axes[2].plot(np.arange(len(curve)), curve, label=f"weight {weight:g}")
 axes[2].set(xlabel="epoch", ylabel="mean norm (mean over seeds)", title="Class norms during training")
 axes[2].legend()

@@ -214,11 +214,11 @@ def test_unrun_imagenet_numbers_are_not_measured_and_the_identity_is_a_check():
 # =============================================================================== study 4
 
 
-def sphere_result(radii, steps, growth=0.1, history_length=5) -> dict:
-    """What ``lib.simulations.sphere_convergence`` returns, planted: every mean norm grows by ``growth`` a step."""
-    return {"radii": list(radii), "steps": np.asarray(steps),
-            "mean_norm": [rho + growth * np.arange(history_length) for rho in radii],
-            "min_norm_change": [0.0] * len(radii), "max_cos_grad": [1e-16] * len(radii)}
+def sphere_result(radii, steps, growth=0.1, history_length=5) -> list[dict]:
+    """The sphere simulation's runs as ``convergence_table`` reads them (each ``lib.simulations.simulate_sphere``
+    config with its metrics), planted: every mean norm starts at rho and grows by ``growth`` a step."""
+    return [dict(rho=rho, steps=int(n), norm_start=rho, norm_end=rho + growth * (history_length - 1),
+                 norm_growth_per_step=growth, min_norm_change=0.0, max_cos_grad=1e-16) for rho, n in zip(radii, steps)]
 
 
 RADII = [0.5, 1.0, 2.0, 4.0, 8.0]
@@ -477,7 +477,7 @@ def test_confidence_latent_and_identity_rows_follow_their_planted_numbers():
 
 def test_a_shrinking_norm_is_reported():
     result = sphere_result(RADII, [int(16 * r ** 2) for r in RADII])
-    result["min_norm_change"][2] = -1e-6
+    result[2]["min_norm_change"] = -1e-6
     table = norms_table(empty_runs(), convergence=norms_study.convergence_table(result))
     assert _one(table, "(a) every gradient step").ours.endswith("a norm shrank")
 

@@ -154,6 +154,46 @@ def test_sphere_simulation_steps_depend_on_lr_over_pairs():
     assert np.abs(a - b).max() <= 0.05 * a.max()
 
 
+def test_a_recorded_sphere_run_keeps_what_the_tables_read_of_the_whole_history():
+    """simulate_sphere (one radius, as recorded) against sphere_convergence's full history: the start, the
+    end, the mean growth per step and the steps exactly; its curve is the history at the steps it names,
+    the first and the last among them, at most CURVE_POINTS."""
+    from lib.simulations import CURVE_POINTS, SphereConfig, simulate_sphere
+
+    full = sphere_convergence([2.0], pairs=30, lr=1.0, seed=3)
+    history = full["mean_norm"][0]
+    run = simulate_sphere(SphereConfig(rho=2.0, pairs=30, lr=1.0, seed=3))
+    assert run["steps"] == full["steps"][0] == len(history) - 1 > CURVE_POINTS
+    assert run["norm_start"] == history[0] and run["norm_end"] == history[-1]
+    assert run["norm_growth_per_step"] == pytest.approx((history[-1] - history[0]) / run["steps"], rel=1e-12)
+    assert run["min_norm_change"] == full["min_norm_change"][0] and run["max_cos_grad"] == full["max_cos_grad"][0]
+    steps = run["curve_steps"]
+    assert steps[0] == 0 and steps[-1] == run["steps"] and len(steps) == CURVE_POINTS and np.all(np.diff(steps) > 0)
+    assert run["mean_norm_curve"] == [history[i] for i in steps]
+
+
+def test_latent_class_runs_are_one_config_per_seed_and_name_the_same_run_for_1_and_1_0():
+    from lib.config import as_dict
+    from lib.params import ParameterError
+    from lib.results import config_hash
+    from lib.simulations import LatentClassConfig, simulate_latent_classes
+
+    ints, floats = LatentClassConfig(class_weights=(1, 2, 4)), LatentClassConfig(class_weights=[1.0, 2.0, 4.0])
+    assert ints == floats and config_hash(ints) == config_hash(floats)
+    assert LatentClassConfig.from_dict(as_dict(ints)) == ints  # a record builds the same config back
+    with pytest.raises(ParameterError, match="class_weights"):
+        LatentClassConfig(class_weights=(1, 0))
+    with pytest.raises(ValueError, match="only in seed"):
+        simulate_latent_classes([ints, ints.replace(epochs=3)])
+    # the seeds side by side give what latent_class_simulation gives them (the function the tests above check)
+    configs = [LatentClassConfig(class_weights=(1, 2, 4), samples=140, epochs=2, seed=seed) for seed in (0, 1)]
+    runs = simulate_latent_classes(configs)
+    direct = latent_class_simulation((1, 2, 4), samples=140, epochs=2, seeds=[0, 1])
+    for run, expected in zip(runs, direct):
+        assert run["class_norm_history"] == np.asarray(expected["class_norm_history"]).tolist()
+        assert run["class_counts"] == list(expected["class_counts"]) and run["status"] == "ok"
+
+
 # ------------------------------------------------------------------------- the new losses
 
 

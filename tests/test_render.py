@@ -1,5 +1,7 @@
 """lib.render: re-rendering unchanged records gives byte-identical files; the reader's copies open with the findings."""
 import base64
+import contextlib
+import os
 import re
 import shutil
 import uuid
@@ -7,6 +9,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import torch
 
 from lib import PROJECT_ROOT, render, run_all
 from lib.results import variant_root
@@ -25,11 +28,19 @@ def snapshot(folder: Path) -> dict[str, bytes]:
     return files | {f"figure-{i}.png": base64.b64decode(png) for i, png in enumerate(pngs)}
 
 
+# A render's kernel under other torch kernels than this process's: AVX2 where this one runs AVX-512, the scalar
+# ones elsewhere. A render reads records and formats numbers to their meaningful precision, so the CPU must not
+# reach a file.
+CAPABILITY = "ATEN_CPU_CAPABILITY"
+OTHER_CAPABILITY = "avx2" if torch.backends.cpu.get_cpu_capability().startswith("AVX512") else "default"
+
+
 @pytest.fixture(scope="module")
 def renders():
-    """The notebook rendered twice from the same records: copies of its shipped quick records in a variant of
-    their own under results/variants/ (not versioned, removed afterwards), so rendering runs nothing, the
-    shipped results are not touched, and every path the notebook prints lies under the project root."""
+    """The notebook rendered three times from the same records, the last with its kernel under
+    ``ATEN_CPU_CAPABILITY=OTHER_CAPABILITY``: copies of its shipped quick records in a variant of their own
+    under results/variants/ (not versioned, removed afterwards), so rendering runs nothing, the shipped
+    results are not touched, and every path the notebook prints lies under the project root."""
     variant = f"test-render-{uuid.uuid4().hex[:8]}"
     study = next(s for s in STUDIES.values() if s.notebook == NOTEBOOK)
     job = run_all.plan_job(study, profile=PROFILE, results_dir="results", parameters={}, variant=variant)
@@ -37,19 +48,41 @@ def renders():
     try:
         shutil.copytree(shipped, variant_root(PROJECT_ROOT / "results", variant) / "runs" / NOTEBOOK / PROFILE)
         snapshots = []
-        for _ in range(2):
-            run_all.render(job.notebook, profile=PROFILE, parameters=job.parameters, output_dir=job.output_dir)
+        for capability in (None, None, OTHER_CAPABILITY):
+            with kernel_capability(capability):
+                run_all.render(job.notebook, profile=PROFILE, parameters=job.parameters, output_dir=job.output_dir)
             snapshots.append(snapshot(job.output_dir))
         yield snapshots
     finally:
         shutil.rmtree(variant_root(PROJECT_ROOT / "results", variant), ignore_errors=True)
 
 
+@contextlib.contextmanager
+def kernel_capability(capability: str | None):
+    """The notebook's kernel (a process started from this one's environment) under ``capability``."""
+    before = os.environ.get(CAPABILITY)
+    if capability is not None:
+        os.environ[CAPABILITY] = capability
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(CAPABILITY, None)
+        else:
+            os.environ[CAPABILITY] = before
+
+
 def test_re_rendering_unchanged_records_gives_byte_identical_html_ipynb_and_png(renders):
-    first, second = renders
+    first, second, _ = renders
     assert {f"{NAME}.ipynb", f"{NAME}.html", f"{NAME}{render.REPORT_SUFFIX}.html", "figure-0.png"} <= set(first)
     assert set(first) == set(second)
     assert [name for name in first if first[name] != second[name]] == []
+
+
+def test_a_render_under_other_cpu_kernels_is_byte_identical(renders):
+    first, _, other = renders
+    assert set(first) == set(other)
+    assert [name for name in first if first[name] != other[name]] == []
 
 
 def test_the_readers_copies_open_with_the_findings_and_the_report_has_no_code(renders):

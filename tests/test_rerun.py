@@ -9,7 +9,9 @@ from lib.data import DATASETS
 
 SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
 EMBEDDED = ("shapes", "digits")  # generated, or shipped with scikit-learn: no data folder needed
-STORES = sorted((PROJECT_ROOT / "results" / "runs").glob("*/*"))
+# each study's and profile's runs, and the simulations recorded beside them (lib.notebook.Setup.simulate)
+STORES = sorted(p for p in (PROJECT_ROOT / "results" / "runs").glob("*/*") if p.is_dir())
+STORES += sorted((PROJECT_ROOT / "results" / "runs").glob("*/*/simulations"))
 
 
 def _first_and_last(store):

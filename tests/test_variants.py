@@ -88,6 +88,34 @@ def test_a_variant_reuses_the_canonical_runs_it_shares_by_copying_their_records(
     assert open_store(STUDY_01, settings, configs, tmp_path, "m0-0.3_seeds-3")[1] == []  # already there
 
 
+def test_simulations_are_recorded_once_read_back_and_reused_by_a_variant(tmp_path):
+    """Study 4's sphere simulations through Setup.simulate: recorded in the store's simulations part (never
+    among the study's runs), a second call reads the same records without writing, and a variant that shares
+    a config copies its record instead of simulating it again."""
+    from lib.notebook import SIMULATIONS, Setup
+    from lib.simulations import simulate_sphere
+
+    study = find_study("04")
+    settings = study.module.resolve({**notebook_defaults(study), "profile": "smoke"})
+    configs = study.module.sphere_configs(settings)
+    store, _ = open_store(study, settings, [], tmp_path, None)
+    nb = Setup(study, settings, [], store, None, results_dir=tmp_path)
+    first = nb.simulate(simulate_sphere, configs)
+    folder = store.runs_dir / SIMULATIONS
+    files = sorted(folder.glob("*.json"))
+    assert len(first) == len(files) == len(settings["radii"]) and store.records() == []
+    assert {r["status"] for r in first} == {"ok"} and [r["config"]["rho"] for r in first] == settings["radii"]
+    assert first[0]["extra"]["train"] == train_function_name(simulate_sphere)
+    written = {p: p.read_bytes() for p in files}
+    assert nb.simulate(simulate_sphere, configs) == first
+    assert {p: p.read_bytes() for p in sorted(folder.glob("*.json"))} == written  # nothing simulated again
+    wider = [c.replace(pairs=c.pairs + 1) for c in configs[:1]]
+    variant = Setup(study, settings, [], store, "wider", results_dir=tmp_path)
+    shared = variant.simulate(simulate_sphere, configs[:1] + wider)
+    assert shared[0] == first[0] and shared[1]["config"]["pairs"] == configs[0].pairs + 1
+    assert len(list(folder.glob("*.json"))) == len(files)  # the variant wrote under variants/, not here
+
+
 # ------------------------------------------------------------------------------ run_all and dispatch
 
 

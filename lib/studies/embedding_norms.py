@@ -13,7 +13,8 @@ Four parts, each with its own table:
     recipe trained on part of the classes, scored against the held-out classes' test images (near-OOD, the
     primary test) and against other datasets (far-OOD, secondary), each at initialisation and after training.
 
-Parts (a) and (b) are simulations of seconds, computed in the notebook; (c) and (d) are the
+Parts (a) and (b) are simulations of seconds to minutes (:func:`sphere_configs`, :func:`latent_configs`),
+recorded like runs in the store's ``simulations`` part (``lib.notebook.Setup.simulate``); (c) and (d) are the
 records of :func:`lib.ssl.train_ssl` runs in the results store. The module is over 400 lines
 because it holds all four parts' tables and the paper-vs-reproduced verdicts that read them together.
 """
@@ -31,7 +32,7 @@ from lib.augment import JITTER_MODES
 from lib.data import DATASETS, data_shape, imbalance_base, num_classes
 from lib.evaluation import INIT_PREFIX, ood_label
 from lib.losses import SSL_LOSSES
-from lib.simulations import LATENT_SIMULATIONS
+from lib.simulations import LATENT_SIMULATIONS, LatentClassConfig, SphereConfig
 from lib.ssl import METHODS, SSLConfig, class_list, train_ssl
 from lib.stats import loglog_slope, rank_correlation
 
@@ -378,18 +379,30 @@ def intervention_of(config: dict) -> str:
 # ----------------------------------------------------------------------------- (a) the sphere
 
 
-def convergence_table(result: dict) -> pd.DataFrame:
-    """One row per starting norm rho: steps to converge, steps / rho^2, the mean norm at the start
-    and the end, its mean growth per step, and the two exact checks (the smallest change of any
-    point's norm in any step, the largest |cos| between a point and its gradient)."""
+def simulation_runs(records: list[dict]) -> list[dict]:
+    """The simulations' records as the tables read them: each record's config with its metrics."""
+    return [{**r["config"], **r["metrics"]} for r in records]
+
+
+def sphere_configs(s: dict) -> list[SphereConfig]:
+    """One simulation per starting norm of ``radii``, from the same seed."""
+    return [SphereConfig(rho=rho, pairs=s["pairs"], dim=s["dim"], lr=s["sphere_lr"], tolerance=s["tolerance"])
+            for rho in s["radii"]]
+
+
+def convergence_table(runs: list[dict]) -> pd.DataFrame:
+    """One row per starting norm rho, from the runs of :func:`lib.simulations.simulate_sphere` (each its
+    config's ``rho`` with its metrics): steps to converge, steps / rho^2, the mean norm at the start and the
+    end, its mean growth per step, and the two exact checks (the smallest change of any point's norm in any
+    step, the largest |cos| between a point and its gradient)."""
     rows = []
-    for rho, steps, history, change, cos in zip(result["radii"], result["steps"], result["mean_norm"],
-                                                result["min_norm_change"], result["max_cos_grad"]):
-        growth = np.diff(history)
-        rows.append(dict(rho=rho, steps=int(steps), steps_over_rho2=steps / rho ** 2 if steps >= 0 else np.nan,
-                         norm_start=history[0], norm_end=history[-1],
-                         norm_growth_per_step=growth.mean() if len(growth) else 0.0,
-                         relative_norm_growth=history[-1] / history[0] - 1, min_norm_change=change, max_cos_grad=cos))
+    for r in sorted(runs, key=lambda r: r["rho"]):
+        steps = int(r["steps"])
+        rows.append(dict(rho=r["rho"], steps=steps, steps_over_rho2=steps / r["rho"] ** 2 if steps >= 0 else np.nan,
+                         norm_start=r["norm_start"], norm_end=r["norm_end"],
+                         norm_growth_per_step=r["norm_growth_per_step"],
+                         relative_norm_growth=r["norm_end"] / r["norm_start"] - 1, min_norm_change=r["min_norm_change"],
+                         max_cos_grad=r["max_cos_grad"]))
     return pd.DataFrame(rows)
 
 
@@ -406,12 +419,21 @@ def fit_convergence(table: pd.DataFrame) -> dict:
 # ------------------------------------------------------------------------- (b) latent classes
 
 
+def latent_configs(s: dict) -> list[LatentClassConfig]:
+    """One simulation per seed (``latent_seeds`` of them), all in the same setting."""
+    return [LatentClassConfig(class_weights=tuple(s["class_weights"]), simulation=s["latent_simulation"],
+                              sigma=s["latent_sigma"], lr=s["latent_lr"], samples=s["latent_samples"],
+                              epochs=s["latent_epochs"], seed=seed) for seed in range(s["latent_seeds"])]
+
+
 def latent_table(results: list[dict]) -> pd.DataFrame:
     """One row per (seed, class): weight, count, the class's mean norm at the start and the end, and
-    their ratio (the growth, which removes the random input scale ||M c_k|| of each class)."""
+    their ratio (the growth, which removes the random input scale ||M c_k|| of each class). ``results``:
+    per seed ``class_weights``, ``class_counts`` and ``class_norm_history`` (a run of
+    :func:`lib.simulations.simulate_latent_class`: its config with its metrics)."""
     rows = []
     for i, r in enumerate(results):
-        start, end = r["class_norm_history"][0], r["class_norm_history"][-1]
+        start, end = np.asarray(r["class_norm_history"][0]), np.asarray(r["class_norm_history"][-1])
         for k, (w, n) in enumerate(zip(r["class_weights"], r["class_counts"])):
             rows.append(dict(seed=r.get("seed", i), cls=k, weight=w, count=int(n), norm_start=start[k], norm_end=end[k],
                              norm_growth=end[k] / start[k]))
