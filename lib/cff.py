@@ -44,7 +44,7 @@ import torch.nn.functional as F
 from lib import params
 from lib.augment import DISTORTION_LEVELS, augment, distort, normalize
 from lib.config import Config
-from lib.data import DATASETS, ImageDataset, data_shape, get_dataset
+from lib.data import DATASETS, ImageDataset, check_dataset, data_shape, get_dataset
 from lib.diagnostics import clamp_activation_rate, positive_pair_density
 from lib.losses import MARGIN_MODES, STABILIZERS, margin_schedule, margin_supcon
 from lib.models import INITS, CFFViT
@@ -90,10 +90,7 @@ class CFFConfig(Config):
     threads: int = 0                  # torch threads in this process (0 = leave as is)
 
     def __post_init__(self):
-        if not isinstance(self.dataset_options, dict):
-            params.fail("dataset_options", self.dataset_options, "a dict of load_dataset options")
-        object.__setattr__(self, "dataset_options", dict(self.dataset_options))
-        params.choice("dataset", self.dataset, DATASETS)
+        object.__setattr__(self, "dataset_options", check_dataset(self.dataset, self.dataset_options))
         params.choice("margin_mode", self.margin_mode, MARGIN_MODES)
         params.choice("stabilizer", self.stabilizer, STABILIZERS)
         params.choice("init", self.init, INITS)

@@ -32,6 +32,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from lib import params
 from lib.config import as_dict
 
 _SHAPES_DEFAULTS = {"num_classes": 10, "difficulty": 0.3, "n_train": 5000, "n_test": 1000, "seed": 0}
@@ -117,6 +118,15 @@ def dataset_info(name: str) -> DatasetInfo:
     if name not in DATASETS:
         raise ValueError(f"name={name!r} is not a known dataset; choose one of {', '.join(DATASETS)}")
     return DATASETS[name]
+
+
+def check_dataset(dataset: str, options) -> dict:
+    """A run config's ``dataset`` (a registry name) and ``dataset_options`` (a dict) checked by parameter
+    name; a copy of the options, for the frozen config to own."""
+    params.choice("dataset", dataset, DATASETS)
+    if not isinstance(options, dict):
+        params.fail("dataset_options", options, "a dict of load_dataset options")
+    return dict(options)
 
 
 def data_shape(name: str, options: dict) -> tuple[int, int]:

@@ -184,14 +184,17 @@ def _normalize(obj: Any, where: str = "$", *, nonfinite: str = "reject") -> Any:
     raise TypeError(f"value of type {type(obj).__name__} at {where} is not JSON-able")
 
 
-def _decode_nonfinite(obj: Any) -> Any:
-    if isinstance(obj, str):
-        return _STR_TO_NONFINITE.get(obj, obj)
+def _map_leaves(leaf: Callable[[Any], Any], obj: Any) -> Any:
+    """``obj`` (plain JSON) with ``leaf`` applied to every value that is not a dict or a list."""
     if isinstance(obj, dict):
-        return {k: _decode_nonfinite(v) for k, v in obj.items()}
+        return {k: _map_leaves(leaf, v) for k, v in obj.items()}
     if isinstance(obj, list):
-        return [_decode_nonfinite(v) for v in obj]
-    return obj
+        return [_map_leaves(leaf, v) for v in obj]
+    return leaf(obj)
+
+
+def _decode_nonfinite(obj: Any) -> Any:
+    return _map_leaves(lambda v: _STR_TO_NONFINITE.get(v, v) if isinstance(v, str) else v, obj)
 
 
 def canonical_json(obj: Any) -> str:
@@ -204,13 +207,7 @@ def canonical_json(obj: Any) -> str:
 
 
 def _integral_floats_as_ints(obj: Any) -> Any:
-    if isinstance(obj, float) and obj.is_integer() and abs(obj) < 2 ** 53:
-        return int(obj)
-    if isinstance(obj, dict):
-        return {k: _integral_floats_as_ints(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_integral_floats_as_ints(v) for v in obj]
-    return obj
+    return _map_leaves(lambda v: int(v) if isinstance(v, float) and v.is_integer() and abs(v) < 2 ** 53 else v, obj)
 
 
 def config_json(config: Any) -> str:

@@ -37,7 +37,7 @@ import torch.nn as nn
 from lib import params
 from lib.augment import JITTER_MODES, simclr_views
 from lib.config import Config
-from lib.data import DATASETS, ImageDataset, get_dataset, imbalanced_indices, num_classes
+from lib.data import DATASETS, ImageDataset, check_dataset, get_dataset, imbalanced_indices, num_classes
 from lib.evaluation import BACKBONE_METRICS, NORM_METRICS, evaluate, initial_ood_scores, row_norms
 from lib.interventions import cut_init, grad_scale
 from lib.losses import SSL_LOSSES, pair_logits
@@ -104,10 +104,7 @@ class SSLConfig(Config):
 
     def __post_init__(self):
         params.choice("method", self.method, METHODS)
-        params.choice("dataset", self.dataset, DATASETS)
-        if not isinstance(self.dataset_options, dict):
-            params.fail("dataset_options", self.dataset_options, "a dict of load_dataset options")
-        object.__setattr__(self, "dataset_options", dict(self.dataset_options))
+        object.__setattr__(self, "dataset_options", check_dataset(self.dataset, self.dataset_options))
         params.choice("optimizer", self.optimizer, OPTIMIZERS)
         params.choice("lr_scaling", self.lr_scaling, LR_SCALINGS)
         params.choice("device", self.device, DEVICES)
