@@ -95,7 +95,8 @@ display(Markdown(
 # the run configs (`lib.fidelity`), so a changed parameter shows up in it.
 
 # %%
-from lib.fidelity import as_html, cff_fidelity_table
+from lib.fidelity import as_html
+from lib.studies.cff_fidelity import cff_fidelity_table
 
 display(as_html(cff_fidelity_table(configs, settings, data_root=data_root)))
 

@@ -196,7 +196,8 @@ display(Markdown(
 # changed parameter shows up in it.
 
 # %%
-from lib.fidelity import as_html, norms_fidelity_table
+from lib.fidelity import as_html
+from lib.studies.norms_fidelity import norms_fidelity_table
 
 display(as_html(norms_fidelity_table(configs, settings)))
 

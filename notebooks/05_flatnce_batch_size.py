@@ -140,7 +140,8 @@ if settings["profile"] != "paper":
 # network they build (`lib.fidelity`), so a changed parameter shows up in it.
 
 # %%
-from lib.fidelity import as_html, flat_fidelity_table
+from lib.fidelity import as_html
+from lib.studies.flat_fidelity import flat_fidelity_table
 
 display(as_html(flat_fidelity_table(configs, settings, data_root=data_root)))
 

@@ -4,7 +4,8 @@ import pandas as pd
 import pytest
 
 from lib.cff import CFFConfig
-from lib.fidelity import PROFILE_REASONS, cff_fidelity_table
+from lib.fidelity import PROFILE_REASONS
+from lib.studies.cff_fidelity import cff_fidelity_table
 from lib.notebook import notebook_defaults
 from lib.params import ParameterError
 from lib.studies import cross_dataset, difficulty_sweep, find_study, margin_factorial

@@ -12,7 +12,8 @@ import torch.nn as nn
 
 from lib import bench
 from lib.data import load_dataset
-from lib.fidelity import PROFILE_REASONS, flat_fidelity_table
+from lib.fidelity import PROFILE_REASONS
+from lib.studies.flat_fidelity import flat_fidelity_table
 from lib.notebook import notebook_defaults
 from lib.optim import BASE_LR, make_optimizer, scaled_lr
 from lib.params import ParameterError

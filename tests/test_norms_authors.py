@@ -18,7 +18,7 @@ import torchvision.transforms.v2.functional as TF
 from lib.augment import apply_simclr_params, draw_simclr_params
 from lib.data import get_dataset, load_dataset
 from lib.evaluation import initial_ood_scores, ood_label, run_test_set
-from lib.fidelity import NORMS_FILES, norms_fidelity_table
+from lib.studies.norms_fidelity import NORMS_FILES, norms_fidelity_table
 from lib.notebook import notebook_defaults
 from lib.params import ParameterError
 from lib.resnet import BasicBlock, ResNet18

@@ -12,7 +12,7 @@ ratio fixes each layer's step size, a uniform scale of the gradient cancels: wha
 reweighting of anchors, towards those with small l_i.
 
 The recipe is FLAT's [code] (FlatCLR ``main.py``, ``models/utils.py``; the fidelity table is
-:func:`lib.fidelity.flat_fidelity_table`): LARS and a projector without BatchNorm in every profile.
+:func:`lib.studies.flat_fidelity.flat_fidelity_table`): LARS and a projector without BatchNorm in every profile.
 The learning-rate rule is an arm of the study (``lr_rules``, :data:`LR_RULES`): ``linear``, FLAT's
 lr = 0.3 x B / 256 [code], is the default arm of every profile; ``sqrt``, lr = 0.6 x sqrt(B) [ours],
 is the second arm of the quick and cpu profiles. FLAT's rate is set for 100 epochs of 50,000 images:
