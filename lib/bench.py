@@ -19,10 +19,14 @@ folder) and prints its wall time against the profile's budget (README, Profiles)
 
 ``--device cuda`` is the project's one prepared GPU check, short enough for a lent GPU's few minutes:
 the CFF step at the paper's model (L=8, E=128, batch 512) on the GPU, one seed; a cell's 7 seeds as one
-batched model (``lib.batched``) against the one-seed step run 7 times (images/s and the ratio); the
+batched model (``lib.cff.batched``) against the one-seed step run 7 times (images/s and the ratio); the
 SimCLR step (ResNet-18 width 1, batch 512, two views) and study 5's largest batch (its paper profile's,
 a FlatNCE step), images/s or the out-of-memory error; and the batched-equals-separate tests of
 ``tests/test_batched.py`` on CUDA.
+
+The module runs past 400 lines because each row of the benchmark's table is measured here side by side with
+its baseline (the step, the data path, the probe, batched seeds, the SSL step, the notebooks), so that every
+ratio comes from one run on one machine.
 """
 from __future__ import annotations
 
@@ -39,17 +43,26 @@ import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from lib.augment import augment, simclr_views
-from lib.batched import batched_cff_step, stack_seeds
-from lib.cff import CHUNK_TOKENS, CFFConfig, cff_probe, cff_step, new_model, new_optimizer, train_cff, two_views
-from lib.data import DatasetNotFoundError, get_dataset, load_dataset
-from lib.losses import margin_schedule
-from lib.optim import scaled_lr
-from lib.results import ResultsStore
+from lib.cff.batched import batched_cff_step, stack_seeds
+from lib.cff.training import (
+    CHUNK_TOKENS,
+    CFFConfig,
+    cff_probe,
+    cff_step,
+    new_model,
+    new_optimizer,
+    train_cff,
+    two_views,
+)
+from lib.core.augment import augment, simclr_views
+from lib.core.data import DatasetNotFoundError, get_dataset, load_dataset
+from lib.core.losses import margin_schedule
+from lib.core.optim import scaled_lr
+from lib.run.results import ResultsStore
+from lib.run.sweep import run_sweep
 from lib.run_all import notebooks, render
-from lib.ssl import SSLConfig, build_model, build_optimizer, keep_freed_memory, make_step
+from lib.ssl.training import SSLConfig, build_model, build_optimizer, keep_freed_memory, make_step
 from lib.studies import flatnce_batch, margin_factorial
-from lib.sweep import run_sweep
 
 PAPER_CFF = dict(embed_dim=128, heads=4, layers=8, patch=4)
 
@@ -210,7 +223,7 @@ def parallel_seed_scaling(seeds: int, epochs: int, tmp: Path) -> dict:
 
 _REALLOCATE = """
 import resource, sys, torch
-from lib.ssl import keep_freed_memory
+from lib.ssl.training import keep_freed_memory
 if sys.argv[1] == "kept" and not keep_freed_memory():
     sys.exit(3)
 numbers = 64 * 2**20 // 4  # a 64 MiB float32 block: above glibc's largest mmap threshold (32 MiB)
@@ -226,7 +239,7 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 10)
 def reallocation_page_faults() -> dict:
     """Minor page faults per re-allocation of a 64 MiB block (4 KiB pages: 16384 if every page is
     faulted in again), each in a fresh process: ``default`` with glibc's malloc settings, ``kept``
-    after :func:`lib.ssl.keep_freed_memory` (NaN where the C library is not glibc). What the kernel
+    after :func:`lib.ssl.training.keep_freed_memory` (NaN where the C library is not glibc). What the kernel
     counts depends on the machine (transparent huge pages, the allocator), so this is a benchmark row,
     not a test; the test checks that the setting is applied (tests/test_ssl.py)."""
     def faults(mode: str) -> float:
@@ -244,13 +257,13 @@ def simclr_step_rate(batch: int = 256, width_multiplier: float = 1.0, *, repeat:
                      x_uint8: torch.Tensor | None = None, device: str = "cpu", count_flops: bool = True) -> dict:
     """Images/s and model FLOPs per image of one full SimCLR training step on ``device``.
 
-    The step is :func:`lib.ssl.train_ssl`'s (``make_step`` of an ``SSLConfig`` with its defaults,
+    The step is :func:`lib.ssl.training.train_ssl`'s (``make_step`` of an ``SSLConfig`` with its defaults,
     FLAT's recipe): two augmented views of ``batch`` images (from ``x_uint8``, uint8 [>= batch, 3, 32,
     32]; procedural 32x32 images if None), augmented on ``device``, forward and backward through
     ResNet-18 and projector as one batch of 2 x ``batch``, the loss, and the optimizer's update.
     With ``count_flops``, FLOPs are counted by ``torch.utils.flop_counter`` over one step
     (convolutions and matrix products, forward and backward); without, the FLOP columns are NaN.
-    ``keep_memory`` calls :func:`lib.ssl.keep_freed_memory` first, as training does (process-wide:
+    ``keep_memory`` calls :func:`lib.ssl.training.keep_freed_memory` first, as training does (process-wide:
     whatever runs later in the process keeps it). Returns ``batch``, ``width_multiplier``,
     ``images_per_s``, ``gflop_per_image``, ``gflops`` (achieved rate) and ``data_share`` (the
     augmentation's share of the step time).
@@ -296,7 +309,7 @@ def simclr_width_rates(x_uint8: torch.Tensor, *, repeat: int, batch: int = 256) 
     """:func:`simclr_step_rate` (two views, LARS, InfoNCE) at each of :data:`SIMCLR_WIDTHS`,
     each row with its ``speedup`` in images/s over width 1.
 
-    Run it last: the step calls :func:`lib.ssl.keep_freed_memory`, which keeps this process's freed
+    Run it last: the step calls :func:`lib.ssl.training.keep_freed_memory`, which keeps this process's freed
     memory for good, so anything measured after it would run under another allocator policy.
     """
     rows = [beside_matmul(partial(simclr_step_rate, batch=batch, width_multiplier=width, repeat=repeat,
@@ -370,7 +383,7 @@ def gpu_check(data_root: str | None, *, quick: bool, device: str = "cuda") -> in
     print("| measurement (paper model: L=8, E=128, batch 512, two views) | images/s |", flush=True)
     print("| --- | --- |")
     print(f"| a cell of {r['seeds']} seeds, one seed at a time (cff_step) | {r['one_seed_images_per_s']:.0f} |")
-    print(f"| a cell of {r['seeds']} seeds, batched (lib.batched) | {r['batched_images_per_s']:.0f} |")
+    print(f"| a cell of {r['seeds']} seeds, batched (lib.cff.batched) | {r['batched_images_per_s']:.0f} |")
     print(f"| batched / loop | {r['ratio']:.2f}x |", flush=True)
     print("\n| SimCLR step (ResNet-18 width 1, CIFAR stem, two views, LARS; FLAT's recipe) | images/s |", flush=True)
     print("| --- | --- |")

@@ -26,9 +26,9 @@ from pathlib import Path
 import pandas as pd
 
 from lib import PROJECT_ROOT
-from lib.config import as_dict
+from lib.core.config import as_dict
 from lib.notebook import resolve_command
-from lib.results import FINISHED_STATUSES, ResultsStore
+from lib.run.results import FINISHED_STATUSES, ResultsStore
 from lib.studies import STUDIES, Study, find_study
 
 README = PROJECT_ROOT / "README.md"

@@ -19,7 +19,7 @@ it shares with the canonical results (also on ``--dry-run``; the variant folder 
 
 Backends:
 
-- ``local``: a process pool sized to the machine (``lib.sweep.run_sweep``), the cores divided
+- ``local``: a process pool sized to the machine (``lib.run.sweep.run_sweep``), the cores divided
   among the processes so that their threads do not fight.
 - ``slurm``: one Slurm array task per run through submitit, at most ``--max-parallel`` at once.
   A run that is preempted or reaches its time limit is requeued and starts over (a run writes its
@@ -41,13 +41,14 @@ from typing import Callable
 
 import submitit
 
-from lib import PROJECT_ROOT, params
-from lib.data import DatasetNotFoundError, load_datasets
+from lib import PROJECT_ROOT
+from lib.core import params
+from lib.core.data import DatasetNotFoundError, load_datasets
+from lib.core.params import PROFILE_NAMES, ParameterError
 from lib.notebook import download_datasets, open_store, relative, resolve_command
-from lib.params import PROFILE_NAMES, ParameterError
-from lib.results import FINISHED_STATUSES, ResultsStore
+from lib.run.results import FINISHED_STATUSES, ResultsStore
+from lib.run.sweep import RecordRun, run_sweep
 from lib.studies import STUDIES, Study, find_study
-from lib.sweep import RecordRun, run_sweep
 
 BACKENDS = ("local", "slurm")
 SUBMITIT_CLUSTERS = ("slurm", "local")
@@ -105,7 +106,7 @@ def make_plan(study: str | Study, *, profile: str = "quick", parameters: dict | 
 
 def run_local(plan: Plan, *, workers: int | None = None) -> list[dict]:
     """The missing runs in a process pool of ``workers`` (default: the study's setting, else one per core),
-    with their progress and ETA on stderr (``lib.progress``: a bar on a terminal, lines in a log)."""
+    with their progress and ETA on stderr (``lib.core.progress``: a bar on a terminal, lines in a log)."""
     options = plan.study.module.sweep_options(plan.settings)
     if workers is not None:
         options["workers"] = workers

@@ -9,6 +9,9 @@ Each returns an :class:`Explorer`: its controls above an output holding the figu
 change of a control recomputes the view; ``explorer.data`` holds what is shown now (arrays and frames),
 so a test can read it. Where widgets cannot render (a static HTML render, a viewer without a kernel) the
 explorer's display falls back to its ``text/html``: the view of the default settings, table and figure.
+
+The module runs past 400 lines because it holds the notebooks' three explorers (the collapse model's, the
+sphere's and the results explorer), each a figure with its controls and the redraw they share.
 """
 from __future__ import annotations
 
@@ -28,11 +31,11 @@ import torch
 from matplotlib.figure import Figure
 
 from lib import PROJECT_ROOT
-from lib import collapse as model
-from lib.collapse_theory import closed_form_min_label_distance, slow_rate
-from lib.params import ParameterError
-from lib.results import VARIANTS_DIR, ResultsStore, variant_root
-from lib.simulations import sphere_convergence
+from lib.collapse import model
+from lib.collapse.theory import closed_form_min_label_distance, slow_rate
+from lib.core.params import ParameterError
+from lib.run.results import VARIANTS_DIR, ResultsStore, variant_root
+from lib.ssl.simulations import sphere_convergence
 from lib.studies import find_study
 
 CANONICAL = "(canonical)"  # the variant control's name for the shipped results
@@ -103,14 +106,14 @@ def _explorer(controls: dict[str, widgets.Widget], view: Callable[..., tuple[dic
         finally:
             busy.clear()
         table_html = "" if table is None else table.to_html(float_format=lambda x: f"{x:.4g}", na_rep="")
-        box.static_html = f"{table_html}<img alt=\"the view\" src=\"data:image/png;base64,{png}\"/>"
+        box.static_html = f"<img alt=\"the view\" src=\"data:image/png;base64,{png}\"/>{table_html}"  # its table below
         # Set the output widget's contents, rather than capture a display into it: the same in every frontend,
         # and nbclient (papermill) fails on captured output when it keeps no widget state.
         shown = [{"output_type": "display_data", "metadata": {},
                   "data": {"image/png": png, "text/plain": "<figure>"}}]
         if table is not None:
-            shown.insert(0, {"output_type": "display_data", "metadata": {},
-                             "data": {"text/html": table_html, "text/plain": table.to_string()}})
+            shown.append({"output_type": "display_data", "metadata": {},
+                          "data": {"text/html": table_html, "text/plain": table.to_string()}})
         output.outputs = tuple(shown)
 
     for w in controls.values():
@@ -124,7 +127,7 @@ def _explorer(controls: dict[str, widgets.Widget], view: Callable[..., tuple[dic
 
 def collapse_view(*, r: float, gamma: float, dt: float, steps: int, head_rate: float, num_classes: int = 4,
                   samples_per_class: int = 10, embed_dim: int = 8, seed: int = 0) -> tuple[dict, Figure, None]:
-    """The minimal model (:mod:`lib.collapse`) from one random start: the minimum inter-label distance
+    """The minimal model (:mod:`lib.collapse.model`) from one random start: the minimum inter-label distance
     (relative to its start) and the nearest-label accuracy over time, for no head (gradient descent and
     the closed form), the head with stop-gradient and the head without it. Small on purpose (n = 4 classes
     of m = 10, d = 8, Euler steps of the hand-written flow) so that a slider recomputes it at once."""
@@ -165,7 +168,7 @@ def collapse_view(*, r: float, gamma: float, dt: float, steps: int, head_rate: f
 
 def collapse_explorer(*, r: float = 0.2, gamma: float = 1.0, dt: float = 0.1, steps: int = 300,
                       head_rate: float = 10.0) -> Explorer:
-    """Sliders for study 6's minimal model (:func:`collapse_view`), named as in ``lib.collapse``: r (the
+    """Sliders for study 6's minimal model (:func:`collapse_view`), named as in ``lib.collapse.model``: r (the
     frustrated fraction, a multiple of 1/10 here), gamma, dt (gamma dt stays <= 0.5), steps, head_rate."""
     slider = {"continuous_update": False, "style": {"description_width": "initial"}}
     controls = {
@@ -184,7 +187,7 @@ def collapse_explorer(*, r: float = 0.2, gamma: float = 1.0, dt: float = 0.1, st
 
 def sphere_view(*, rho: float, lr: float, pairs: int, dim: int, max_steps: int = 1000,
                 seed: int = 0) -> tuple[dict, Figure, None]:
-    """:func:`lib.simulations.sphere_convergence` at one starting norm rho: the mean norm of the points at
+    """:func:`lib.ssl.simulations.sphere_convergence` at one starting norm rho: the mean norm of the points at
     every step until the pairs align (mean cos >= 1 - 1e-3) or ``max_steps``. Steps to align grow as rho^2 for
     a fixed lr / pairs, and no step shrinks a norm."""
     with _one_thread():
@@ -207,7 +210,7 @@ def sphere_view(*, rho: float, lr: float, pairs: int, dim: int, max_steps: int =
 
 
 def sphere_explorer(*, rho: float = 1.0, lr: float = 2.0, pairs: int = 100, dim: int = 20) -> Explorer:
-    """Sliders for study 4's sphere simulation (:func:`sphere_view`), named as in ``lib.simulations``."""
+    """Sliders for study 4's sphere simulation (:func:`sphere_view`), named as in ``lib.ssl.simulations``."""
     slider = {"continuous_update": False}
     controls = {
         "rho": widgets.FloatLogSlider(value=rho, base=2, min=-2, max=1, step=0.25, description="ρ", **slider),
@@ -270,20 +273,29 @@ def short_cells(cells: list[str], factors: list[str], configs: list[dict]) -> li
     return [f"{s} #{number[full]}" if len(full_of[s]) > 1 else s for s, full in zip(short, cells)]
 
 
-def records_frames(records: list[dict]) -> dict:
+def records_frames(records: list[dict], cell_name: Callable[[dict], str] | None = None) -> dict:
     """The generic view of a study's records: which config keys make its cells, its scalar metrics and
     curves, and their long tables. A cell is one combination of the config keys that differ between the
-    records, the seed left out; a curve is an entry of ``metrics.curves`` (per epoch, or over ``t``),
-    per layer where each epoch holds a list (studies 1-3)."""
+    records, the seed left out (its ``settings``); it is named by the study's ``cell_name(config)`` where it has
+    one (its own words: "simclr · grad_scale · imbalanced"), else by :func:`short_cells`. A curve is an entry of
+    ``metrics.curves`` (per epoch, or over ``t``), per layer where each epoch holds a list (studies 1-3)."""
     configs = [{k: _cell_value(v) for k, v in r["config"].items()} for r in records]
     keys = sorted({k for c in configs for k in c} - {"seed"})
     factors = [k for k in keys if len({c.get(k) for c in configs}) > 1]
-    cells = short_cells([", ".join(f"{k}={c.get(k)}" for k in factors) or "all runs" for c in configs], factors,
-                        configs)
+    settings = [", ".join(f"{k}={c.get(k)}" for k in factors) or "all runs" for c in configs]
+    if cell_name is None:
+        cells = short_cells(settings, factors, configs)
+    else:
+        cells = [cell_name(r["config"]) for r in records]
+        settings_of: dict[str, set[str]] = {}
+        for cell, full in zip(cells, settings):
+            settings_of.setdefault(cell, set()).add(full)
+        number = {full: i + 1 for i, full in enumerate(sorted(set(settings)))}  # two cells one name: numbered
+        cells = [f"{c} #{number[full]}" if len(settings_of[c]) > 1 else c for c, full in zip(cells, settings)]
     scalars, curves, layers = [], [], 0
     rows = []
-    for rec, cell in zip(records, cells):
-        row = {"run_id": rec["run_id"], "status": rec["status"], "cell": cell, "seed": rec["seed"]}
+    for rec, cell, full in zip(records, cells, settings):
+        row = {"run_id": rec["run_id"], "status": rec["status"], "cell": cell, "settings": full, "seed": rec["seed"]}
         for name, value in rec["metrics"].items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 row[name] = value
@@ -294,7 +306,7 @@ def records_frames(records: list[dict]) -> dict:
                 if isinstance(values[0], list):
                     layers = max(layers, max(len(v) for v in values))
     runs = pd.DataFrame(rows)
-    scalars = sorted(set(runs.columns) - {"run_id", "status", "cell", "seed"})
+    scalars = sorted(set(runs.columns) - {"run_id", "status", "cell", "settings", "seed"})
     return {"runs": runs, "factors": factors, "metrics": scalars, "curves": sorted(set(curves)), "layers": layers}
 
 
@@ -330,7 +342,8 @@ def results_view(records: list[dict], frames: dict, *, metric: str, curve: str, 
     table = seeds.pivot_table(index="cell", columns="seed", values="value", aggfunc="first", dropna=False)
     table.columns = [f"seed {s}" for s in table.columns]
     table = table.assign(n=seeds.groupby("cell").value.count(), mean=seeds.groupby("cell").value.mean(),
-                         std=seeds.groupby("cell").value.std())
+                         std=seeds.groupby("cell").value.std(),
+                         settings=runs.groupby("cell").settings.first())  # the cell's whole config difference
     curves = (curve_frame([r for r in records if r["run_id"] in set(runs.run_id)], runs, curve, layer)
               if curve != NO_CURVE else curve_frame([], runs, curve, layer))
     fig = Figure(figsize=(13, 0.9 + 0.3 * max(len(table), 8)), layout="constrained")
@@ -363,7 +376,7 @@ def results_explorer(study, *, profile: str | None = None, variant: str | None =
     curves have layers) and the cell; see the per-seed values of every cell and the curves of every run.
     ``profile`` / ``variant``: the first view (default: the first found). ``results_dir`` is relative to
     the project root, as the notebooks' parameter is."""
-    name = find_study(study).name
+    name, cell_name = find_study(study).name, find_study(study).cell_name
     results = PROJECT_ROOT / results_dir
     found = available(name, results)
     if not found:
@@ -381,7 +394,7 @@ def results_explorer(study, *, profile: str | None = None, variant: str | None =
         """The records of a variant and profile and their frames, read once."""
         if (v, p) not in cache:
             records = ResultsStore(variant_root(results, None if v == CANONICAL else v), name, p).records()
-            cache[v, p] = records, records_frames(records)
+            cache[v, p] = records, records_frames(records, cell_name)
         return cache[v, p]
 
     def choices(v: str, p: str) -> dict:

@@ -1,10 +1,10 @@
-"""Upgrade the records of a results folder to today's schema (``lib.results.SCHEMA_VERSION``).
+"""Upgrade the records of a results folder to today's schema (``lib.run.results.SCHEMA_VERSION``).
 
     python -m lib.migrate                 # every study and profile under results/
     python -m lib.migrate --results-dir my_results
 
 For each record: its training function (``extra.train``; for records written before it was kept, the
-study's training function; renamed functions through ``RENAMED``), its config in today's form
+study's training function; renamed functions through ``lib.run.provenance.RENAMED``), its config in today's form
 (``config_class(train).from_legacy``), the run id that config hashes to, and the command that re-runs
 it. Metrics, timings and environment stay as they were, and each collected table is rewritten from the
 upgraded records. Repeating it changes nothing. A run is never re-run: its id is migrated instead.
@@ -17,17 +17,10 @@ import sys
 from pathlib import Path
 
 from lib import PROJECT_ROOT
-from lib.config import as_dict, build
-from lib.rerun import load_train_function, rerun_command, train_function_name
-from lib.results import ResultsStore
+from lib.core.config import as_dict, build
+from lib.run.provenance import load_train_function, rerun_command, train_function_name
+from lib.run.results import ResultsStore
 from lib.studies import STUDIES
-
-# Training functions renamed or moved since records were written: old name -> today's.
-RENAMED: dict[str, str] = {
-    "lib.ssl.train_simclr": "lib.ssl.train_ssl",
-    "lib.norms.train_norms": "lib.ssl.train_ssl",
-    "lib.studies.stop_gradient.run": "lib.collapse_train.train_collapse",
-}
 
 
 def _data_root(rerun: str | None) -> str | None:
@@ -39,7 +32,6 @@ def upgrader(default_train: str):
     """``upgrade(record) -> (config, extra)`` for ``ResultsStore.migrate``."""
     def upgrade(record: dict) -> tuple[dict, dict]:
         train = record["extra"].get("train") or default_train
-        train = RENAMED.get(train, train)
         train_fn = load_train_function(train)
         config = as_dict(build(train_fn, record["config"], legacy=True))
         return config, {"train": train_function_name(train_fn),

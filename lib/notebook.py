@@ -16,7 +16,7 @@ the parameters given and once with the notebook's defaults for the same profile;
 leaving out the operational parameters (``OPERATIONAL``: where data and results live, whether data may
 be downloaded, how many workers, which device, ``force``), makes the run a *variant*. It is named by the ``variant``
 parameter, else from the overridden settings (``m0-0.3_seeds-3``), and its records, tables and
-renders live under ``<results>/variants/<variant>/`` (``lib.results.variant_root``).
+renders live under ``<results>/variants/<variant>/`` (``lib.run.results.variant_root``).
 """
 from __future__ import annotations
 
@@ -33,14 +33,15 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from lib import PROJECT_ROOT, params, verdicts
-from lib.config import as_dict
-from lib.data import DATASETS, load_datasets
-from lib.progress import INJECTED_CELL
+from lib import PROJECT_ROOT
+from lib.core import params, verdicts
+from lib.core.config import as_dict
+from lib.core.data import DATASETS, load_datasets
+from lib.core.progress import INJECTED_CELL
 from lib.render import HEADER
-from lib.results import ResultsStore, config_json, variant_root
+from lib.run.results import ResultsStore, config_json, variant_root
+from lib.run.sweep import run_sweep
 from lib.studies import Study, find_study
-from lib.sweep import run_sweep
 
 # Parameters that say where and how a run happens, not what it computes: they never make a variant.
 RESERVED = ("profile", "data_root", "download", "results_dir", "variant")  # set by a command's own option, not -p
@@ -214,7 +215,7 @@ class Setup:
 
 
     def run(self, frame: Callable[[list[dict]], Any], *, show: list[str]) -> tuple[list[dict], Any]:
-        """The notebook's runs: train every planned config without a finished record (``lib.sweep``),
+        """The notebook's runs: train every planned config without a finished record (``lib.run.sweep``),
         write the collected table and show the runs that are not ok (with the ``show`` columns of
         ``frame(records)``, the study's runs frame); returns the records and that frame."""
         from IPython.display import Markdown, display
@@ -243,7 +244,7 @@ class Setup:
         return records
 
 
-# The verdict tables' look in a rendered notebook: each row marked with its verdict's colour (lib.verdicts.COLOURS,
+# The verdict tables' look in a rendered notebook: each row marked with its verdict's colour (lib.core.verdicts.COLOURS,
 # as in the report), checks shaded apart; on a narrow screen every row becomes a card, its verdict in view.
 VERDICT_STYLE = "".join(
     [".verdict-table td.verdict { font-weight: 600; }",
@@ -258,8 +259,8 @@ VERDICT_STYLE = "".join(
 
 
 def verdict_table_html(frame: pd.DataFrame) -> str:
-    """A table of lib.verdicts (:func:`lib.verdicts.table`) as a reader sees it: the columns of
-    :data:`lib.verdicts.SHOWN`, no index, each row coloured by its verdict (the report's colours)."""
+    """A table of lib.core.verdicts (:func:`lib.core.verdicts.table`) as a reader sees it: the columns of
+    :data:`lib.core.verdicts.SHOWN`, no index, each row coloured by its verdict (the report's colours)."""
     columns = [c for c in verdicts.SHOWN if c in frame]
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     rows = "".join(

@@ -8,13 +8,13 @@
 The page opens with a summary: one row per study, from the strongest profile whose plan is fully recorded
 (:func:`summary_profile`), with the study's question (``QUESTION`` in its module), its central claim (the
 verdict-table row named by the module's ``HEADLINE``: ours with its CI, the paper's value, the verdict and the
-power) and its rows counted by verdict (:data:`KINDS`, the grammar of ``lib.verdicts``; our checks apart);
+power) and its rows counted by verdict (:data:`KINDS`, the grammar of ``lib.core.verdicts``; our checks apart);
 then "What it would take" (:func:`to_decide`): every inconclusive claim with the seeds per arm for 80% power and
 the commands that would run them, with their cost from the measured time per run. Then, for each rendered
 notebook ``results/notebooks/<study>_<profile>.ipynb``, a section: where its records came from (profile, data,
 runs, the git commit of each run: :func:`commit_statement`, and the machines: :func:`machine_statement`), its
 paper-vs-reproduced table (``results/tables/<study>_<profile>_paper_vs_reproduced.csv``, written by
-``lib.verdicts.table``: ours with its CI, the paper's, the evidence tag, seeds, power, seeds needed, Holm p,
+``lib.core.verdicts.table``: ours with its CI, the paper's, the evidence tag, seeds, power, seeds needed, Holm p,
 verdict; a table written before the engine is shown apart and never counted), its key figure (the image
 output of the cell tagged ``key-figure``, else the notebook's first image, written to ``figures/`` beside the
 page) and links to the rendered notebook. Variants (runs with
@@ -23,6 +23,10 @@ results: they are listed on a page of their own, ``results/variants/index.html``
 renders, so that a user's experiment never changes the shipped page. The
 page is static HTML with relative links, inline CSS and no script, so it opens from a file system or any
 web server; the same records give the same bytes (no timestamps).
+
+The module runs past 400 lines because the page is one document: the summary, the decide table, each study's
+verdict table with its grammar badges, the coverage banners and the README's generated list are written here
+together, so that they cannot disagree.
 """
 from __future__ import annotations
 
@@ -40,18 +44,18 @@ import nbformat
 import pandas as pd
 
 from lib import PROJECT_ROOT
+from lib.core.params import ParameterError
+from lib.core.verdicts import COLOURS, css_class
 from lib.coverage import coverage, experiment, write_readme_block
-from lib.params import ParameterError
 from lib.render import stamp
-from lib.results import VARIANTS_DIR, ResultsStore, atomic_write_text
+from lib.run.results import VARIANTS_DIR, ResultsStore, atomic_write_text
 from lib.studies import STUDIES
-from lib.verdicts import COLOURS, css_class
 
 RENDERED = re.compile(r"^(?P<study>\d\d_[a-z0-9_]+?)_(?P<profile>smoke|quick|cpu|paper)$")
 PROFILE_ORDER = ("paper", "cpu", "quick", "smoke")  # the strongest evidence first
 STUDY_SPEC = PROJECT_ROOT / "docs" / "studies.md"  # the studies' claims and evidence tags, in the repository
 
-# The verdicts of lib.verdicts' grammar, in the summary's order: CSS class -> label. "superseded" marks every row
+# The verdicts of lib.core.verdicts' grammar, in the summary's order: CSS class -> label. "superseded" marks every row
 # of a table written before the engine (a cpu table of superseded settings, until its re-run lands): its words
 # are not the grammar's, so the page shows them apart and never counts them.
 KINDS = {
@@ -98,13 +102,13 @@ tr.check td { background: #fafcff; }
 }
 """
 DARK = ("reproduced", "contradicted")  # badges whose colour wants white text
-STYLE += "".join(  # each verdict's colour, from lib.verdicts (the notebooks' verdict tables use the same)
+STYLE += "".join(  # each verdict's colour, from lib.core.verdicts (the notebooks' verdict tables use the same)
     f".badge.{css} {{ background: {colour}; color: {'#fff' if css in DARK else '#222'}; }}\n"
     f"tr.{css} td.verdict {{ border-left: 5px solid {colour}; }}\n" for css, colour in COLOURS.items())
 
 
 def verdict_kind(verdict: str) -> str | None:
-    """The CSS class (a key of :data:`KINDS`) of a verdict in lib.verdicts' grammar; None for other words."""
+    """The CSS class (a key of :data:`KINDS`) of a verdict in lib.core.verdicts' grammar; None for other words."""
     return css_class(verdict)
 
 
@@ -375,7 +379,7 @@ def to_decide(results: Path, shown_by_study: dict[str, tuple[str, list[str]]]) -
         return ""
     return ('<h2 id="to-decide">What it would take</h2><p class="meta">Each inconclusive claim above, and the '
             "experiment that would decide it: the seeds per arm for 80% power at the paper's value (α = 0.05, "
-            "two-sided; the power functions are in <code>lib/verdicts.py</code>), the command at the scale of the "
+            "two-sided; the power functions are in <code>lib/core/verdicts.py</code>), the command at the scale of the "
             "verdict and at the paper's (add <code>--backend slurm</code> on a cluster). Run-hours count one run at "
             "a time; divide by the runs in parallel.</p><div class=\"scroll\"><table class=\"decide\"><tr>"
             "<th>study</th><th>claim</th><th>power now</th><th>seeds per arm for 80%</th><th>at this scale</th>"

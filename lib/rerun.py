@@ -1,7 +1,7 @@
 """Re-run exactly one recorded run: the command every record carries in ``extra.rerun``.
 
     python -m lib.rerun results/runs/01_margin_factorial/cpu/3f2a....json   # from a record
-    python -m lib.rerun --train lib.cff.train_cff --config '{"seed": 0, ...}' --data-root ../shared/data
+    python -m lib.rerun --train lib.cff.training.train_cff --config '{"seed": 0, ...}' --data-root ../shared/data
     python -m lib.rerun --check results/runs/01_margin_factorial/cpu/3f2a....json --data-root ../shared/data
 
 The run's metrics are printed as JSON; nothing is written to the results store. For the numbers to
@@ -9,42 +9,22 @@ match, check out the record's ``environment.git_commit`` first (a record with ``
 made from uncommitted code). Given a record, it first prints (on stderr) the machine the record was
 made on beside this one, and the agreement to expect: bit for bit only where the numerics agree (CPU
 model and capability, kernel variables, BLAS, oneDNN, torch, numpy, threads:
-``lib.results.NUMERICS_KEYS``); elsewhere float32 kernels round differently and training carries that
+``lib.run.results.NUMERICS_KEYS``); elsewhere float32 kernels round differently and training carries that
 further (docs/notes/portability.md). ``--data-root`` is a property of the machine, not of the run.
-``--check`` trains nothing: it builds the run's typed config (``lib.config.build``) and loads the data
+``--check`` trains nothing: it builds the run's typed config (``lib.core.config.build``) and loads the data
 it names, so that it shows in seconds whether the record would re-run here.
 """
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
-import shlex
 import sys
 from typing import Callable
 
-from lib.config import as_dict, build, call
-from lib.data import load_datasets
-from lib.results import NUMERICS_KEYS, environment, numerics_differences
-
-
-def train_function_name(train_fn: Callable) -> str:
-    """``module.function`` of an importable training function (what the command imports)."""
-    return f"{train_fn.__module__}.{train_fn.__qualname__}"
-
-
-def rerun_command(train_fn: Callable, config, data_root: str | None = None) -> str:
-    """The shell command, run from the project root, that re-runs ``train_fn`` on ``config`` and prints its metrics."""
-    config_json = json.dumps(as_dict(config), sort_keys=True, separators=(",", ":"))
-    command = f"python -m lib.rerun --train {train_function_name(train_fn)} --config {shlex.quote(config_json)}"
-    return command + (f" --data-root {shlex.quote(str(data_root))}" if data_root else "")
-
-
-def load_train_function(name: str) -> Callable:
-    module, _, function = name.rpartition(".")
-    if not module:
-        raise SystemExit(f"--train {name!r}: give module.function, e.g. lib.cff.train_cff")
-    return getattr(importlib.import_module(module), function)
+from lib.core.config import build, call
+from lib.core.data import load_datasets
+from lib.run.provenance import load_train_function, train_function_name
+from lib.run.results import NUMERICS_KEYS, environment, numerics_differences
 
 
 def check(train_fn: Callable, config: dict, data_root: str | None = None) -> str:
@@ -56,7 +36,7 @@ def check(train_fn: Callable, config: dict, data_root: str | None = None) -> str
 
 
 def expected_agreement(recorded: dict, here: dict) -> str:
-    """The record's machine beside this one (``recorded`` and ``here``: ``lib.results.environment()``
+    """The record's machine beside this one (``recorded`` and ``here``: ``lib.run.results.environment()``
     dicts), one key a line, and a last line saying what agreement a re-run here can be expected to show."""
     width = max(map(len, NUMERICS_KEYS))
     lines = [f"{'':{width}}  {'recorded':<28}  here"]
@@ -86,7 +66,7 @@ def expected_agreement(recorded: dict, here: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("record", nargs="?", help="a run record (JSON); its train function and config are used")
-    parser.add_argument("--train", help="module.function that trains one run, e.g. lib.cff.train_cff")
+    parser.add_argument("--train", help="module.function that trains one run, e.g. lib.cff.training.train_cff")
     parser.add_argument("--config", help="the run's config as JSON")
     parser.add_argument("--data-root", help="folder of <name>.npz arrays (else $DATA_ROOT, then torchvision's cache)")
     parser.add_argument("--check", action="store_true", help="build the config and load its data; train nothing")

@@ -10,7 +10,7 @@ a variant, by the notebooks' own rule (``lib.notebook.variant_of``; ``--variant`
 records, tables and renders go under results/variants/<variant>/ and the shipped ones are not touched.
 Every parameter name is checked against each selected notebook before anything runs.
 
-While a notebook executes, its stderr streams here: the progress of its runs (``lib.progress``).
+While a notebook executes, its stderr streams here: the progress of its runs (``lib.core.progress``).
 A notebook is executed into a temporary file and moved into place with its HTML only when it
 succeeded, so a failed run never replaces a good render: it is kept in <renders>/failed/, where the
 report does not look, the job goes on with the other notebooks and exits non-zero, naming each
@@ -32,12 +32,12 @@ from jupyter_client.manager import AsyncKernelManager
 from traitlets import default
 
 from lib import PROJECT_ROOT
+from lib.core.params import PROFILE_NAMES, ParameterError
 from lib.dispatch import parse_value
 from lib.notebook import RESERVED, relative, resolve_command
-from lib.params import PROFILE_NAMES, ParameterError
 from lib.render import write_renders
 from lib.report import write_index
-from lib.results import ResultsStore, variant_root
+from lib.run.results import ResultsStore, variant_root
 from lib.studies import STUDIES, Study
 
 NOTEBOOKS = PROJECT_ROOT / "notebooks"

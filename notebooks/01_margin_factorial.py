@@ -29,7 +29,7 @@
 # Evidence tags: **[code]** read in CFF's public code, **[paper]** the MARGIN paper's abstract,
 # **[summary]** secondary summaries (approximate), **[ours]** our decision where the sources are
 # silent. The specification is `docs/studies.md` ("Study 1", "The CFF model"); the library decisions are in
-# `lib/cff.py` and `lib/studies/margin_factorial.py`.
+# `lib/cff/training.py` and `lib/studies/margin_factorial.py`.
 
 # %% tags=["parameters"]
 from typing import Optional
@@ -37,7 +37,7 @@ from typing import Optional
 # A parameter left as None takes the profile's value, else CFFConfig's default.
 profile: str = "quick"  # smoke | quick | cpu | paper
 dataset: Optional[str] = None  # cifar10 | cifar100 | svhn | fashion_mnist | mnist | digits | shapes
-dataset_options: Optional[dict] = None  # lib.data.load_dataset options, e.g. {"num_classes": 10, "difficulty": 0.3}
+dataset_options: Optional[dict] = None  # load_dataset options, e.g. {"num_classes": 10, "difficulty": 0.3}
 data_root: Optional[str] = None  # folder of <name>.npz arrays; None: $DATA_ROOT, then torchvision's cache
 download: bool = False  # True: torchvision may download a real dataset found nowhere (needs internet)
 seeds: Optional[int] = None  # seeds per factorial cell (paper: 7)
@@ -92,11 +92,11 @@ display(Markdown(
 # ## Fidelity to the original code
 # Every setting of these runs beside CFF's public code (HosseinAghagol/ContrastiveFF), with the file it is
 # read in and its evidence tag; each difference is marked [ours] with its reason. The table is built from
-# the run configs (`lib.fidelity`), so a changed parameter shows up in it.
+# the run configs (`lib.studies.fidelity`), so a changed parameter shows up in it.
 
 # %%
-from lib.fidelity import as_html
 from lib.studies.cff_fidelity import cff_fidelity_table
+from lib.studies.fidelity import as_html
 
 display(as_html(cff_fidelity_table(configs, settings, data_root=data_root)))
 
@@ -221,7 +221,7 @@ else:
 
 # %% [markdown] tags=["findings"]
 # ## Paper against reproduced
-# Every claim goes through one verdict engine (`lib/verdicts.py`, rules in `docs/verdicts.md`): seeds are the
+# Every claim goes through one verdict engine (`lib/core/verdicts.py`, rules in `docs/verdicts.md`): seeds are the
 # unit (a seed's detach and direct twins averaged), each estimate has its 95% CI, p is Holm-corrected across
 # the study's claims, and each row gives the design's power at the published value and the seeds per arm
 # that would give 80%. *Reproduced* needs significance in the paper's direction with the CI reaching the

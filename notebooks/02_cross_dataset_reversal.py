@@ -40,7 +40,7 @@
 #
 # Evidence tags: **[code]** CFF's public code, **[paper]** the MARGIN paper's abstract, **[summary]**
 # secondary summaries (approximate), **[ours]** our decision. Specification: `docs/studies.md` ("Study 2");
-# library: `lib/studies/cross_dataset.py`, `lib/studies/common.py`, `lib/cff.py`.
+# library: `lib/studies/cross_dataset.py`, `lib/studies/common.py`, `lib/cff/training.py`.
 
 # %% tags=["parameters"]
 from typing import Optional
@@ -110,11 +110,11 @@ for entry, message in skipped.items():
 # ## Fidelity to the original code
 # Every setting of these runs beside CFF's public code (HosseinAghagol/ContrastiveFF), with the file it is
 # read in and its evidence tag; each difference is marked [ours] with its reason. The table is built from
-# the run configs (`lib.fidelity`), so a changed parameter shows up in it.
+# the run configs (`lib.studies.fidelity`), so a changed parameter shows up in it.
 
 # %%
-from lib.fidelity import as_html
 from lib.studies.cff_fidelity import cff_fidelity_table
+from lib.studies.fidelity import as_html
 
 display(as_html(cff_fidelity_table(configs, settings, data_root=data_root)))
 
@@ -208,7 +208,7 @@ if groups:
 # %% [markdown] tags=["findings"]
 # ## Paper against reproduced
 # Every published number of study 2, with CIFAR-10's from study 1, through one verdict engine
-# (`lib/verdicts.py`, rules in `docs/verdicts.md`): seeds are the unit, each estimate has its 95% CI, p is
+# (`lib/core/verdicts.py`, rules in `docs/verdicts.md`): seeds are the unit, each estimate has its 95% CI, p is
 # Holm-corrected across the study's claims, and each row gives the design's power at the published value and
 # the seeds per arm for 80%. The central claim, the reversal, is one number: CIFAR-10's VR over the geometric
 # mean of the other sets' VRs (a contrast of log variance ratios with its normal-theory SE). A row measured on a

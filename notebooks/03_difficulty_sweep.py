@@ -26,7 +26,7 @@
 # bootstrap 95% CI, and the layer-0 clamp activation rate (CAR). One logit stabiliser is run (it is
 # gradient-neutral). The paper's knob is not public; ours [ours] is one of two:
 #
-# - `aug_level` — augmentation strength, `lib.augment.distort`: 0 is the dataset's standard crop
+# - `aug_level` — augmentation strength, `lib.core.augment.distort`: 0 is the dataset's standard crop
 #   (and flip, where allowed) only; levels 1–4 add, at 1/4 … 4/4 of their severe magnitude, a random
 #   rotation (±60°), zoom-in (down to half of each side), shift (±20%), contrast loss (down to 15%),
 #   brightness shift (±0.4) and Gaussian pixel noise (σ = 0.5), on the training views only — the
@@ -41,7 +41,7 @@
 #
 # Evidence tags: **[paper]** the MARGIN paper's abstract, **[summary]** secondary summaries
 # (approximate), **[ours]** our decision. Specification: `docs/studies.md` ("Study 3"); library:
-# `lib/studies/difficulty_sweep.py`, `lib/studies/common.py`, `lib/augment.py` (`distort`).
+# `lib/studies/difficulty_sweep.py`, `lib/studies/common.py`, `lib/core/augment.py` (`distort`).
 
 # %% tags=["parameters"]
 from typing import Optional
@@ -49,7 +49,7 @@ from typing import Optional
 # A parameter left as None takes the profile's value, else CFFConfig's default.
 profile: str = "quick"  # smoke | quick | cpu | paper
 dataset: Optional[str] = None  # cifar10 | cifar100 | svhn | fashion_mnist | mnist | digits | shapes
-dataset_options: Optional[dict] = None  # lib.data.load_dataset options, e.g. {"num_classes": 10} for shapes
+dataset_options: Optional[dict] = None  # lib.core.data.load_dataset options, e.g. {"num_classes": 10} for shapes
 data_root: Optional[str] = None  # folder of <name>.npz arrays; None: $DATA_ROOT, then torchvision's cache
 download: bool = False  # True: torchvision may download a real dataset found nowhere (needs internet)
 knob: Optional[str] = None  # aug_level (augmentation strength, any dataset) | difficulty (shapes only)
@@ -86,8 +86,8 @@ import seaborn as sns
 import torch
 from IPython.display import Markdown, display
 
-from lib.augment import distort
-from lib.data import get_dataset
+from lib.core.augment import distort
+from lib.core.data import get_dataset
 from lib.notebook import setup
 from lib.studies import common
 from lib.studies import difficulty_sweep as study
@@ -109,11 +109,11 @@ display(Markdown(
 # ## Fidelity to the original code
 # Every setting of these runs beside CFF's public code (HosseinAghagol/ContrastiveFF), with the file it is
 # read in and its evidence tag; each difference is marked [ours] with its reason. The table is built from
-# the run configs (`lib.fidelity`), so a changed parameter shows up in it.
+# the run configs (`lib.studies.fidelity`), so a changed parameter shows up in it.
 
 # %%
-from lib.fidelity import as_html
 from lib.studies.cff_fidelity import cff_fidelity_table
+from lib.studies.fidelity import as_html
 
 display(as_html(cff_fidelity_table(configs, settings, data_root=data_root)))
 
@@ -217,7 +217,7 @@ if groups:
 # Accuracy ranges differ between datasets, so each published point is set beside our level nearest
 # to it in *relative* accuracy — the share of the way from chance to the ceiling (the paper's 97%,
 # our easiest level's accuracy); a point with no level within 0.15 of that range is not measured. Every
-# claim goes through one verdict engine (`lib/verdicts.py`, rules in `docs/verdicts.md`): seeds are the unit,
+# claim goes through one verdict engine (`lib/core/verdicts.py`, rules in `docs/verdicts.md`): seeds are the unit,
 # each estimate has its 95% CI, p is Holm-corrected across the study's claims, and each row gives the design's
 # power at the published value and the seeds per arm for 80%. The central claim is one number: the VR at the
 # level matched to 25% accuracy over the VR at the level matched to 97% (16.73 / 0.25 on SVHN). The trend over

@@ -51,8 +51,8 @@
 #
 # Evidence tags: **[paper]** the paper's abstract, **[code]** the authors' public code
 # (Andrew-Draganov/SSLEmbeddingNorms), **[summary]** secondary summaries (approximate), **[ours]** our
-# decision. Specification: `docs/studies.md` ("Study 4"); library: `lib/ssl.py` (config and training),
-# `lib/evaluation.py`, `lib/interventions.py`, `lib/simulations.py`, `lib/studies/embedding_norms.py`.
+# decision. Specification: `docs/studies.md` ("Study 4"); library: `lib/ssl/training.py` (config and training),
+# `lib/ssl/evaluation.py`, `lib/ssl/interventions.py`, `lib/ssl/simulations.py`, `lib/studies/embedding_norms.py`.
 #
 # The authors' training details are the defaults, each a named parameter: the backbone's
 # `zero_init_residual`, the four separate colour jitters (`color_jitter`), SimSiam's gradient summed over
@@ -92,7 +92,7 @@ latent_seeds: Optional[int] = None  # independent simulations (20 or more in eve
 # (c, d) images
 dataset: Optional[str] = None  # training data: cifar10 | cifar100 | svhn | fashion_mnist | mnist | digits | shapes
 # dataset_options, e.g. shapes' {"num_classes": 10, "image_size": 32}
-dataset_options: Optional[dict] = None  # lib.data.load_dataset options
+dataset_options: Optional[dict] = None  # lib.core.data.load_dataset options
 imbalanced_dataset: Optional[str] = None  # data of the imbalanced runs (paper: cifar100)
 data_root: Optional[str] = None  # folder of <name>.npz arrays; None: $DATA_ROOT, then torchvision's cache
 download: bool = False  # True: torchvision may download a real dataset found nowhere (needs internet)
@@ -138,10 +138,10 @@ import seaborn as sns
 from IPython.display import Markdown, display
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from lib.data import get_dataset
-from lib.evaluation import ood_label
+from lib.core.data import get_dataset
 from lib.notebook import setup
-from lib.simulations import simulate_latent_class, simulate_latent_classes, simulate_sphere
+from lib.ssl.evaluation import ood_label
+from lib.ssl.simulations import simulate_latent_class, simulate_latent_classes, simulate_sphere
 from lib.studies import embedding_norms as study
 
 nb = setup(study, globals())  # checks every parameter and loads the data before any compute; says where results go
@@ -192,11 +192,11 @@ display(Markdown(
 # ## Fidelity to the original code
 # Every setting of these runs and simulations beside the NORMS authors' public code
 # (Andrew-Draganov/SSLEmbeddingNorms), with the file it is read in and its evidence tag; each difference is
-# marked [ours] with its reason. The table is built from the run configs and settings (`lib.fidelity`), so a
+# marked [ours] with its reason. The table is built from the run configs and settings (`lib.studies.fidelity`), so a
 # changed parameter shows up in it.
 
 # %%
-from lib.fidelity import as_html
+from lib.studies.fidelity import as_html
 from lib.studies.norms_fidelity import norms_fidelity_table
 
 display(as_html(norms_fidelity_table(configs, settings)))
@@ -427,7 +427,7 @@ plt.show()
 
 # %% [markdown] tags=["findings"]
 # ## Paper against reproduced
-# Every claim goes through one verdict engine (`lib/verdicts.py`, rules in `docs/verdicts.md`): seeds are the
+# Every claim goes through one verdict engine (`lib/core/verdicts.py`, rules in `docs/verdicts.md`): seeds are the
 # unit, each estimate has its 95% CI, p is Holm-corrected across the study's claims, and each row gives the
 # design's power at the published value and the seeds per arm for 80%. A claim with one seed per arm is *not
 # measured*: a spread over seeds is what a verdict needs. The confidence claim is the per-seed Spearman rho of

@@ -59,7 +59,7 @@
 #
 # Evidence tags: **[code]** read in FLAT's public code, **[paper]** the paper's abstract,
 # **[summary]** secondary summaries (approximate), **[ours]** our decision. Specification:
-# `docs/studies.md` ("Study 5"); library: `lib/ssl.py`, `lib/losses.py`, `lib/studies/flatnce_batch.py`.
+# `docs/studies.md` ("Study 5"); library: `lib/ssl/training.py`, `lib/core/losses.py`, `lib/studies/flatnce_batch.py`.
 
 # %% tags=["parameters"]
 from typing import Optional
@@ -67,7 +67,7 @@ from typing import Optional
 profile: str = "quick"  # smoke | quick | cpu | paper: every parameter left as None takes the profile's value
 dataset: Optional[str] = None  # cifar10 | cifar100 | svhn | fashion_mnist | mnist | digits | shapes
 # dataset_options, e.g. {"num_classes": 10, "image_size": 32}
-dataset_options: Optional[dict] = None  # lib.data.load_dataset options for shapes
+dataset_options: Optional[dict] = None  # lib.core.data.load_dataset options for shapes
 data_root: Optional[str] = None  # folder of <name>.npz arrays; None: $DATA_ROOT, then torchvision's cache
 download: bool = False  # True: torchvision may download a real dataset found nowhere (needs internet)
 batch_sizes: Optional[list] = None  # images per step N (2N - 2 negatives per anchor); the paper: 16 ... 4096
@@ -95,7 +95,7 @@ import pandas as pd
 import seaborn as sns
 from IPython.display import Markdown, display
 
-from lib.data import get_dataset
+from lib.core.data import get_dataset
 from lib.notebook import setup
 from lib.studies import flatnce_batch as study
 
@@ -137,10 +137,10 @@ if settings["profile"] != "paper":
 # `models/resnet.py`, `optimizer/`, `flatclr.py`, `data_aug/`, `train_fc.py`), with the file it is read in
 # and its evidence tag; each difference is marked [ours] with its reason. Where FLAT's code leaves a setting
 # to the command line, the original is `main.py`'s default. The table is built from the run configs and the
-# network they build (`lib.fidelity`), so a changed parameter shows up in it.
+# network they build (`lib.studies.fidelity`), so a changed parameter shows up in it.
 
 # %%
-from lib.fidelity import as_html
+from lib.studies.fidelity import as_html
 from lib.studies.flat_fidelity import flat_fidelity_table
 
 display(as_html(flat_fidelity_table(configs, settings, data_root=data_root)))
@@ -274,7 +274,7 @@ display(Markdown(f"Largest relative deviation (16 anchors): **{identity_error:.1
 
 # %% [markdown] tags=["findings"]
 # ## Paper against reproduced
-# Every claim goes through one verdict engine (`lib/verdicts.py`, rules in `docs/verdicts.md`), one set per
+# Every claim goes through one verdict engine (`lib/core/verdicts.py`, rules in `docs/verdicts.md`), one set per
 # learning-rate rule (the quantity starts with the arm): seeds are the unit, each estimate has its 95% CI, p is
 # Holm-corrected across the study's claims, and each row gives the design's power and the seeds per arm for 80%.
 # The central claim is FlatNCE − InfoNCE on the linear probe averaged over the batch sizes (each seed's mean over

@@ -27,7 +27,7 @@
 # > algebra and integrators are right and that the claims are mutually consistent — it does not confirm the
 # > paper's derivation.
 #
-# **The model** (formulas and derivations in `lib/collapse.py` and `lib/collapse_theory.py`). n label embeddings v_b,
+# **The model** (formulas and derivations in `lib/collapse/model.py` and `theory.py`). n label embeddings v_b,
 # N sample embeddings u_i in R^d; a clean sample is attached to its own label, a frustrated one to every label with
 # weight 1/n (row-stochastic P). Loss L = ½ Σ_ib P_ib |u_i − v_b|². Gradient flow with rate γ, each block normalised
 # by its attached weight (samples 1, labels m): du_i/dt = −γ(u_i − Σ_b P_ib v_b), dv_b/dt = −γ(v_b − Σ_i P_ib u_i / m).
@@ -40,12 +40,12 @@
 #
 # Evidence tags: **[paper]** the abstract, **[summary]** secondary summaries (approximate), **[ours]** our decision
 # where the sources are silent. The specification is `docs/studies.md` ("Study 6"); the study's settings and
-# analysis are in `lib/studies/stop_gradient.py`, one run (its config and training) in `lib/collapse_train.py`.
+# analysis are in `lib/studies/stop_gradient.py`, one run (its config and training) in `lib/collapse/training.py`.
 
 # %% tags=["parameters"]
 from typing import Optional
 
-# A parameter left as None takes the profile's value, else the run config's default (lib.collapse_train.CollapseConfig).
+# A parameter left as None takes the profile's value, else the run config's default (CollapseConfig).
 profile: str = "quick"  # smoke | quick | cpu | paper
 num_classes: Optional[int] = None  # n: classes, one label embedding each
 embed_dim: Optional[int] = None  # d: embedding dimension (at least num_classes)
@@ -79,7 +79,7 @@ import pandas as pd
 import seaborn as sns
 from IPython.display import Markdown, display
 
-from lib.collapse_theory import fast_rate, slow_rate
+from lib.collapse.theory import fast_rate, slow_rate
 from lib.notebook import setup
 from lib.studies import stop_gradient as study
 
@@ -284,7 +284,7 @@ plt.show()
 
 # %% [markdown] tags=["findings"]
 # ## Paper against reproduced
-# The paper's three claims go through one verdict engine (`lib/verdicts.py`, rules in `docs/verdicts.md`), seeds as
+# The paper's three claims go through one verdict engine (`lib/core/verdicts.py`, rules in `docs/verdicts.md`), seeds as
 # the unit, Holm-corrected together: stop-gradient keeps the labels apart (teacher–student, the central claim; and
 # the shared head), and the collapse comes only with frustration. Each compares log10 separations (end / start) per
 # seed; the paper gives no size, so they are tested against one decade, ours. **The model is our reconstruction**

@@ -1,7 +1,7 @@
 """What each notebook parameter accepts: a reference written apart from the validators in ``lib/``.
 
 The domains come from the notebooks' parameter-cell comments and the studies' documented intent,
-not from the checks in ``lib.params`` and ``lib/studies``: a test that derived its expectations
+not from the checks in ``lib.core.params`` and ``lib/studies``: a test that derived its expectations
 from the validators could not notice when a validator goes wrong. Allowed strings are written out
 for the same reason.
 
@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from hypothesis import strategies as st
 
-MAX_SEEDS = 1000  # lib.params.MAX_SEEDS, written out: the reference is not read from the code it checks
+MAX_SEEDS = 1000  # lib.core.params.MAX_SEEDS, written out: the reference is not read from the code it checks
 
 # Values of the wrong type for every kind of parameter; each kind adds its own (bools, None, ...).
 WRONG_TYPES = ["", "1", "0.5", [], [1], {}, {"a": 1}]
@@ -266,12 +266,12 @@ class Choices:
 PROFILES = ("smoke", "quick", "cpu", "paper")  # every notebook: "smoke | quick | cpu | paper"
 DATASETS = ("cifar10", "cifar100", "svhn", "fashion_mnist", "mnist", "digits", "shapes")  # the cells' dataset comment
 GRAYSCALE = ("fashion_mnist", "mnist", "digits")  # one channel; the others are RGB
-SHAPES_IMAGE_SIZE = 16  # lib.data: shapes images are generated at 16 px unless image_size says otherwise
-MARGIN_MODES = ("clamp", "subtract", "none")  # lib.losses: the margin treatments
-STABILIZERS = ("detach", "direct")  # lib.losses: the logit stabilisers
-INITS = ("cff", "trunc_normal")  # lib.models: CFF's initialisation, ours before issue 16
-NORMALIZATIONS = ("fixed", "subset")  # lib.cff: the dataset's constants, or the loaded subset's statistics
-EVAL_PROTOCOLS = ("cff", "clean")  # lib.cff: CFF's selection steps, or the final encoder on fixed features
+SHAPES_IMAGE_SIZE = 16  # lib.core.data: shapes images are generated at 16 px unless image_size says otherwise
+MARGIN_MODES = ("clamp", "subtract", "none")  # lib.core.losses: the margin treatments
+STABILIZERS = ("detach", "direct")  # lib.core.losses: the logit stabilisers
+INITS = ("cff", "trunc_normal")  # lib.cff.model: CFF's initialisation, ours before issue 16
+NORMALIZATIONS = ("fixed", "subset")  # lib.cff.training: the dataset's constants, or the loaded subset's statistics
+EVAL_PROTOCOLS = ("cff", "clean")  # lib.cff.training: CFF's selection steps, or the final encoder on fixed features
 # "auto | cpu | cuda": asking for a GPU that is not there fails before any compute
 DEVICES = ("auto", "cpu") + (("cuda",) if torch.cuda.is_available() else ())
 # Study 2's dataset entries (its cell comment): the real sets and the procedural stand-ins.
@@ -296,7 +296,7 @@ def _cff_training(smoke: dict, image_size: int) -> dict:
         # attention splits the embedding evenly over the heads
         "embed_dim": Integer(1, multiple_of=smoke["heads"], optional=True, partners=("heads",)),
         "heads": Integer(1, divides=smoke["embed_dim"], optional=True, partners=("embed_dim",)),
-        # non-overlapping patches tile the image (lib.models.PatchEmbedding)
+        # non-overlapping patches tile the image (lib.cff.model.PatchEmbedding)
         "patch": Integer(1, divides=image_size, optional=True),
         "epochs": Integer(1, optional=True), "batch_size": Integer(1, optional=True),
         "probe_epochs": Integer(1, optional=True), "workers": Integer(1, optional=True),
@@ -422,7 +422,7 @@ def flatnce_batch(smoke: dict, defaults: dict) -> dict:
     }
 
 
-# The run config's γ when the gamma parameter is None (lib.collapse_train.CollapseConfig), written out.
+# The run config's γ when the gamma parameter is None (lib.collapse.training.CollapseConfig), written out.
 COLLAPSE_GAMMA = 1.0
 
 

@@ -17,7 +17,7 @@ import pytest
 from scipy import stats as st
 from scipy.special import betainc, stdtr
 
-from lib import stats
+from lib.core import stats
 from lib.studies import common, cross_dataset, difficulty_sweep, margin_factorial
 
 # Seed offsets with mean 0 and median 0: sum of squares 4, so the sample variance is 4/5 for six

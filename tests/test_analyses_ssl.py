@@ -16,7 +16,7 @@ from scipy import stats as st
 from sklearn.metrics import roc_auc_score
 from statsmodels.stats.power import TTestIndPower
 
-from lib.stats import auroc, auroc_test, loglog_slope, rank_correlation
+from lib.core.stats import auroc, auroc_test, loglog_slope, rank_correlation
 from lib.studies import embedding_norms as norms_study
 from lib.studies import flatnce_batch as flat_study
 
@@ -215,7 +215,7 @@ def test_unrun_imagenet_numbers_are_not_measured_and_the_identity_is_a_check():
 
 
 def sphere_result(radii, steps, growth=0.1, history_length=5) -> list[dict]:
-    """The sphere simulation's runs as ``convergence_table`` reads them (each ``lib.simulations.simulate_sphere``
+    """The sphere simulation's runs as ``convergence_table`` reads them (each ``lib.ssl.simulations.simulate_sphere``
     config with its metrics), planted: every mean norm starts at rho and grows by ``growth`` a step."""
     return [dict(rho=rho, steps=int(n), norm_start=rho, norm_end=rho + growth * (history_length - 1),
                  norm_growth_per_step=growth, min_norm_change=0.0, max_cos_grad=1e-16) for rho, n in zip(radii, steps)]
@@ -269,7 +269,7 @@ def test_fit_needs_three_converged_radii():
 
 
 def latent_results(end_norms_per_seed, start_norms=None, weights=(1, 2, 4, 8)) -> list[dict]:
-    """What ``lib.simulations.latent_class_simulation`` returns per seed, planted: the class-norm history
+    """What ``lib.ssl.simulations.latent_class_simulation`` returns per seed, planted: the class-norm history
     is [start, end]; the start is 1 for every class unless given."""
     out = []
     for i, end in enumerate(end_norms_per_seed):
@@ -389,7 +389,7 @@ def test_ood_table_has_one_row_per_ood_run_and_unseen_set_with_init_and_trained_
 
 
 def test_ood_table_accepts_a_label_with_a_decimal_option():
-    # lib.evaluation.ood_label({"dataset": "shapes", "dataset_options": {"difficulty": 0.5}})
+    # lib.ssl.evaluation.ood_label({"dataset": "shapes", "dataset_options": {"difficulty": 0.5}})
     label = "shapes_difficulty0.5"
     runs = pd.DataFrame([ood_run(**{f"auroc_{label}": 0.7, f"auroc_p_{label}": 0.01, f"norm_mean_{label}": 1.0})])
     assert norms_study.ood_table(runs, [label], near=None).auroc.tolist() == [0.7]
@@ -519,7 +519,7 @@ def test_stand_in_wording_marks_image_rows_only():
     assert not marked[~images].quantity.str.contains("(on shapes", regex=False).any()
 
 
-# ============================================================ lib.stats: AUROC, slope, rank correlation
+# ============================================================ lib.core.stats: AUROC, slope, rank correlation
 
 
 def brute_force_auroc(inside, outside) -> float:

@@ -1,4 +1,4 @@
-"""Tests of lib.augment against torchvision's functional ops and exact invariants."""
+"""Tests of lib.core.augment against torchvision's functional ops and exact invariants."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,8 +6,8 @@ import pytest
 import torch
 import torchvision.transforms.v2.functional as TF
 
-from lib.augment import augment, normalize, random_crop, random_flip
-from lib.data import load_dataset
+from lib.core.augment import augment, normalize, random_crop, random_flip
+from lib.core.data import load_dataset
 
 
 def gen(seed: int) -> torch.Generator:

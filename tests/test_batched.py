@@ -1,10 +1,10 @@
-"""Seeds trained as one batched model (lib.batched) take exactly the steps of separate models."""
+"""Seeds trained as one batched model (lib.cff.batched) take exactly the steps of separate models."""
 import copy
 
 import pytest
 import torch
 
-from lib.batched import (
+from lib.cff.batched import (
     batched_cff_step,
     batched_forward,
     stack_seeds,
@@ -12,11 +12,11 @@ from lib.batched import (
     train_cff_seeds,
     unstack_seed,
 )
-from lib.cff import CFFConfig, cff_step, train_cff
-from lib.diagnostics import clamp_activation_rate
-from lib.models import CFFViT
-from lib.results import ResultsStore
-from lib.sweep import NON_FINITE, run_sweep
+from lib.cff.diagnostics import clamp_activation_rate
+from lib.cff.model import CFFViT
+from lib.cff.training import CFFConfig, cff_step, train_cff
+from lib.run.results import ResultsStore
+from lib.run.sweep import NON_FINITE, run_sweep
 
 # On a CPU, vmap has no batching rule for the fused CPU attention kernel and loops over the seeds
 # (correct, only slower); on CUDA the flash/efficient/cuDNN kernels have batching rules.

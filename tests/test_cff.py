@@ -4,10 +4,10 @@ import math
 import pytest
 import torch
 
-from lib.cff import CFFConfig, cff_step, train_cff
-from lib.losses import margin_schedule, margin_supcon
-from lib.models import CFFViT
-from lib.params import ParameterError
+from lib.cff.model import CFFViT
+from lib.cff.training import CFFConfig, cff_step, train_cff
+from lib.core.losses import margin_schedule, margin_supcon
+from lib.core.params import ParameterError
 
 
 def _scalars(metrics):
@@ -88,7 +88,7 @@ def test_unknown_field_is_rejected_naming_the_close_match():
 
 
 def test_padding_and_flip_default_to_the_datasets_registry_entry():
-    from lib.data import DATASETS
+    from lib.core.data import DATASETS
 
     for name, info in DATASETS.items():
         c = CFFConfig(dataset=name, patch=1)

@@ -4,10 +4,18 @@ import math
 import pytest
 import torch
 
-import lib.cff as cff
-from lib.cff import CFFConfig, evaluate_run, input_normalization, new_model, split_indices, train_cff, train_epochs
-from lib.data import DATASETS, get_dataset
-from lib.models import CFFViT
+import lib.cff.training as cff
+from lib.cff.model import CFFViT
+from lib.cff.training import (
+    CFFConfig,
+    evaluate_run,
+    input_normalization,
+    new_model,
+    split_indices,
+    train_cff,
+    train_epochs,
+)
+from lib.core.data import DATASETS, get_dataset
 
 TINY = dict(dataset="shapes", dataset_options={"n_train": 240, "n_test": 60}, layers=2, embed_dim=16, heads=2,
             batch_size=64, probe_epochs=2, threads=1)

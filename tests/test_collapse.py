@@ -1,4 +1,4 @@
-"""The minimal collapse model (lib/collapse.py, collapse_theory.py, collapse_student.py): gradients, sectors, closed
+"""The minimal collapse model (lib/collapse: model.py, theory.py, student.py): gradients, sectors, closed
 form, slow rate, stop-gradient fixed point."""
 import math
 
@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 import torch
 
-from lib import collapse as C
-from lib import collapse_student as CS
-from lib import collapse_theory as CT
+from lib.collapse import model as C
+from lib.collapse import student as CS
+from lib.collapse import theory as CT
 from lib.notebook import resolve_command
 from lib.studies import find_study, stop_gradient
 
@@ -190,8 +190,8 @@ def _quick_plan():
 
 
 def test_fields_an_experiment_does_not_read_are_none_and_leave_its_run_id_alone():
-    from lib.collapse_train import USES, CollapseConfig
-    from lib.results import config_hash
+    from lib.collapse.training import USES, CollapseConfig
+    from lib.run.results import config_hash
 
     embedding = CollapseConfig(experiment="embedding", input_noise=0.3, head_rate=2.0, train_subset=7, dataset="mnist")
     assert (embedding.mode, embedding.head_rate, embedding.input_noise, embedding.train_subset) == (None,) * 4
@@ -215,8 +215,8 @@ def test_fields_an_experiment_does_not_read_are_none_and_leave_its_run_id_alone(
     ({"experiment": "real", "train_subset": -1}, "train_subset"), ({"readout_noise": float("nan")}, "readout_noise"),
 ])
 def test_a_bad_run_config_fails_naming_the_field(changes, field):
-    from lib.collapse_train import CollapseConfig
-    from lib.params import ParameterError
+    from lib.collapse.training import CollapseConfig
+    from lib.core.params import ParameterError
 
     with pytest.raises(ParameterError, match=rf"parameter {field}="):
         CollapseConfig(**changes)
@@ -224,8 +224,8 @@ def test_a_bad_run_config_fails_naming_the_field(changes, field):
 
 def test_a_record_of_the_first_schema_builds_the_config_the_plan_makes():
     """Records written before the typed config had only the fields their experiment read, under today's names."""
-    from lib.collapse_train import train_collapse
-    from lib.config import as_dict, build
+    from lib.collapse.training import train_collapse
+    from lib.core.config import as_dict, build
 
     legacy = {"embedding": dict(dataset="synthetic", dim=16, dt=0.1, experiment="embedding", gamma=1.0, num_classes=10,
                                 r=0.2, readout_noise=0.05, samples_per_class=20, seed=1, steps=3000),
@@ -241,7 +241,7 @@ def test_a_record_of_the_first_schema_builds_the_config_the_plan_makes():
 def test_every_profile_key_is_a_config_field_or_a_study_setting():
     import dataclasses
 
-    from lib.collapse_train import CollapseConfig
+    from lib.collapse.training import CollapseConfig
 
     fields = {f.name for f in dataclasses.fields(CollapseConfig)}
     assert set(stop_gradient.FIELDS) <= fields
@@ -250,7 +250,7 @@ def test_every_profile_key_is_a_config_field_or_a_study_setting():
 
 
 def test_a_parameter_left_as_none_takes_the_profile_then_the_config_default():
-    from lib.collapse_train import CollapseConfig
+    from lib.collapse.training import CollapseConfig
 
     s = stop_gradient.resolve({"profile": "smoke", "slow_head_rate": 0.0, "embed_dim": 12})
     assert s["embed_dim"] == 12 and s["num_classes"] == stop_gradient.PROFILES["smoke"]["num_classes"]

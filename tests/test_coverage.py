@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 
 from lib import PROJECT_ROOT, coverage
-from lib.config import as_dict
+from lib.core.config import as_dict
 from lib.render import COVERAGE, stamp
 from lib.report import stamp_renders, write_index
-from lib.results import ResultsStore
+from lib.run.results import ResultsStore
 from lib.studies import STUDIES
 
 STUDY = STUDIES["05"]

@@ -1,4 +1,4 @@
-"""Tests of lib.data: the embedded datasets, the prepared-arrays folder, torchvision's cache,
+"""Tests of lib.core.data: the embedded datasets, the prepared-arrays folder, torchvision's cache,
 the errors, and (when present) the real subsets in ../shared/data."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from lib.data import DATASETS, DatasetNotFoundError, ImageDataset, load_dataset
+from lib.core.data import DATASETS, DatasetNotFoundError, ImageDataset, load_dataset
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -307,10 +307,10 @@ def _toy_arrays(name, *, data_root, download, cache_dir, image_size):
 
 
 def test_a_new_dataset_is_one_registry_entry_and_runs_study_1_end_to_end(tmp_path, monkeypatch):
-    from lib.data import DATASETS, DatasetInfo, _cached_dataset, data_shape, num_classes
-    from lib.results import ResultsStore
+    from lib.core.data import DATASETS, DatasetInfo, _cached_dataset, data_shape, num_classes
+    from lib.run.results import ResultsStore
+    from lib.run.sweep import run_sweep
     from lib.studies import margin_factorial as study
-    from lib.sweep import run_sweep
 
     monkeypatch.setitem(DATASETS, "toy", DatasetInfo(_toy_arrays, image_size=8, channels=1, num_classes=3,
                                                      display_name="Toy", crop_padding=1, flip=False))
@@ -333,7 +333,7 @@ def test_a_new_dataset_is_one_registry_entry_and_runs_study_1_end_to_end(tmp_pat
 
 
 def test_the_registry_knows_each_dataset_before_loading_it():
-    from lib.data import DATASETS, data_shape, num_classes
+    from lib.core.data import DATASETS, data_shape, num_classes
 
     for name in ("digits", "shapes"):
         ds = load_dataset(name)

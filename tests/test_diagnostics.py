@@ -1,4 +1,4 @@
-"""Tests of lib.diagnostics against docs/studies.md (clamp activation rate, positive-pair density)."""
+"""Tests of lib.cff.diagnostics against docs/studies.md (clamp activation rate, positive-pair density)."""
 from __future__ import annotations
 
 import math
@@ -9,7 +9,7 @@ import torch
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from lib.diagnostics import clamp_activation_rate, expected_positive_pair_density, positive_pair_density
+from lib.cff.diagnostics import clamp_activation_rate, expected_positive_pair_density, positive_pair_density
 
 FAST = settings(max_examples=25, deadline=None, database=None, derandomize=True)
 DT = torch.float64

@@ -11,12 +11,12 @@ from datetime import datetime
 import pytest
 
 from lib import dispatch
-from lib.collapse_train import CollapseConfig
-from lib.config import as_dict
+from lib.collapse.training import CollapseConfig
+from lib.core.config import as_dict
+from lib.core.params import ParameterError
 from lib.notebook import notebook_defaults
-from lib.params import ParameterError
+from lib.run.sweep import run_sweep
 from lib.studies import find_study, stop_gradient
-from lib.sweep import run_sweep
 
 FAST = {"student_steps": 10}  # study 6 smoke, its real-data students shortened to 10 steps
 ONE_CELL = {"r_values": [0.2], "slow_head_rate": 0.0}  # 7 runs: one of each experiment and mode
@@ -202,7 +202,7 @@ def test_command_line_dry_run_changes_nothing(tmp_path, capsys):
 
 
 def test_a_missing_dataset_fails_before_anything_is_submitted(tmp_path, monkeypatch):
-    from lib.data import DatasetNotFoundError
+    from lib.core.data import DatasetNotFoundError
 
     monkeypatch.setenv("TORCHVISION_CACHE", str(tmp_path / "no_cache"))  # wherever this machine keeps CIFAR
     with pytest.raises(DatasetNotFoundError, match="cifar10"):

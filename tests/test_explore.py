@@ -10,8 +10,9 @@ from nbclient import NotebookClient
 from nbconvert import HTMLExporter
 
 from lib import PROJECT_ROOT, explore
-from lib.params import ParameterError
-from lib.results import ResultsStore, variant_root
+from lib.core.params import ParameterError
+from lib.run.results import ResultsStore, variant_root
+from lib.studies import find_study
 
 # Builds both simulation explorers in a kernel, moves one slider of each and prints what each plots before
 # and after. The sphere's steps to align grow as rho^2; the collapse model's slow rate grows with r.
@@ -104,3 +105,18 @@ def test_cell_labels_name_the_fewest_factors_that_tell_cells_apart_and_stay_shor
     long = [dict(x="a" * 100 + str(i), y="b" * 100) for i in range(3)]
     labels = short_cells([str(c) for c in long], ["x", "y"], long)
     assert len(set(labels)) == 3 and all(len(label) <= CELL_LABEL_CHARS + 4 for label in labels)
+
+
+@pytest.mark.parametrize("number", ["04", "05", "06"])
+def test_studies_whose_configs_differ_in_many_settings_name_their_cells_in_their_own_words(number):
+    """Studies 4-6 (cell differences of up to 580 characters at some profiles) name each cell by cell_name: short, whole (no cut,
+    no number), one name per cell, and the cell's whole config difference stays beside it as its settings."""
+    from lib.explore import CELL_LABEL_CHARS, records_frames
+
+    study = find_study(number)
+    records = ResultsStore(PROJECT_ROOT / "results", study.name, "quick").records()
+    runs = records_frames(records, study.cell_name)["runs"]
+    names = runs.groupby("cell").settings.nunique()
+    assert (names == 1).all() and runs.groupby("settings").cell.nunique().eq(1).all()  # one name, one cell
+    assert all(len(c) <= CELL_LABEL_CHARS and "…" not in c and "#" not in c and " · " in c for c in names.index)
+    assert max(map(len, names.index)) < runs.settings.str.len().max()  # shorter than what they stand for

@@ -1,14 +1,14 @@
-"""The fidelity table of studies 1-3 (lib.fidelity): sources, notes, and values read from the live configs."""
+"""The fidelity table of studies 1-3 (lib.studies.fidelity): sources, notes, and values read from the live configs."""
 import numpy as np
 import pandas as pd
 import pytest
 
-from lib.cff import CFFConfig
-from lib.fidelity import PROFILE_REASONS
-from lib.studies.cff_fidelity import cff_fidelity_table
+from lib.cff.training import CFFConfig
+from lib.core.params import ParameterError
 from lib.notebook import notebook_defaults
-from lib.params import ParameterError
 from lib.studies import cross_dataset, difficulty_sweep, find_study, margin_factorial
+from lib.studies.cff_fidelity import cff_fidelity_table
+from lib.studies.fidelity import PROFILE_REASONS
 
 # The files of HosseinAghagol/ContrastiveFF that studies 1-3 follow (its other files are other methods).
 ORIGINAL_FILES = ("main_CFF.py", "utils.py", "models/vit.py", "losses.py")
@@ -102,11 +102,11 @@ def test_configs_must_be_cff_configs():
 
 
 def test_a_fidelity_table_renders_to_the_same_html_every_time_with_no_index_or_address():
-    """What a notebook displays (lib.fidelity.as_html): a fixed table id where pandas draws a random one,
+    """What a notebook displays (lib.studies.fidelity.as_html): a fixed table id where pandas draws a random one,
     no index column, and a plain-text form without a memory address."""
     import re
 
-    from lib.fidelity import as_html
+    from lib.studies.fidelity import as_html
     table = pd.DataFrame({"setting": ["lr", "batch size"], "ours": ["0.004", "512"], "note": ["matches", "[ours]: x"]})
     first, second = as_html(table), as_html(table.copy())
     assert first.data == second.data

@@ -11,16 +11,16 @@ import torch
 import torch.nn as nn
 
 from lib import bench
-from lib.data import load_dataset
-from lib.fidelity import PROFILE_REASONS
-from lib.studies.flat_fidelity import flat_fidelity_table
+from lib.core.data import load_dataset
+from lib.core.optim import BASE_LR, make_optimizer, scaled_lr
+from lib.core.params import ParameterError
 from lib.notebook import notebook_defaults
-from lib.optim import BASE_LR, make_optimizer, scaled_lr
-from lib.params import ParameterError
-from lib.resnet import SimCLRNet
-from lib.ssl import SSLConfig, build_model
+from lib.ssl.resnet import SimCLRNet
+from lib.ssl.training import SSLConfig, build_model
 from lib.studies import find_study
 from lib.studies import flatnce_batch as study
+from lib.studies.fidelity import PROFILE_REASONS
+from lib.studies.flat_fidelity import flat_fidelity_table
 
 TAGS = {"[code]", "[paper]", "[summary]", "[ours]"}
 FLAT_FILES = ("main.py", "models/", "optimizer/", "flatclr.py", "simclr.py", "data_aug/", "train_fc.py", "README.md")

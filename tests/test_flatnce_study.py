@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 import torch
 
-from lib import stats
-from lib.params import ParameterError
-from lib.results import config_hash
-from lib.ssl import nce_diagnostics
+from lib.core import stats
+from lib.core.params import ParameterError
+from lib.run.results import config_hash
+from lib.ssl.training import nce_diagnostics
 from lib.studies import flatnce_batch as study
 
 PARAMETERS = dict(profile="smoke", losses=["infonce", "flatnce"], temperature=0.1, device="cpu")
@@ -30,7 +30,7 @@ def test_plan_crosses_rules_batch_sizes_losses_and_seeds_into_distinct_runs():
 
 def test_each_arm_runs_its_rate_by_hand():
     """linear: FLAT's 0.3 x B / 256; sqrt: ours, 0.6 x sqrt(B); read from the rate a run trains at."""
-    from lib.optim import scaled_lr
+    from lib.core.optim import scaled_lr
 
     s = study.resolve({**PARAMETERS, "batch_sizes": [16, 64, 256], "lr_rules": ["linear", "sqrt"]})
     by_hand = {"linear": lambda b: 0.3 * b / 256, "sqrt": lambda b: 0.6 * math.sqrt(b)}
@@ -86,7 +86,8 @@ def test_gradient_identity_holds_to_rounding_for_any_temperature():
 def test_gradient_identity_fails_when_the_librarys_flatnce_is_wrong(monkeypatch, wrong):
     """The check runs through the library itself: a FlatNCE whose gradient is negated, or is InfoNCE's
     (right direction, wrong per-anchor weights), or runs that report a wrong InfoNCE value, are caught."""
-    from lib import losses, ssl
+    from lib.core import losses
+    from lib.ssl import training as ssl
 
     right, right_diagnostics = losses.flat_nce, ssl.nce_diagnostics
 

@@ -62,14 +62,40 @@ def floors(graph: dict[str, set[str]]) -> dict[str, int]:
 def test_lib_imports_have_no_circle_so_every_import_points_down():
     level = floors(GRAPH)
     assert all(level[t] < level[n] for n, targets in GRAPH.items() for t in targets)
-    assert level["lib.verdicts"] < level["lib.report"] and level["lib.data"] < level["lib.notebook"]
+    assert level["lib.core.verdicts"] < level["lib.report"] and level["lib.core.data"] < level["lib.notebook"]
+
+
+# lib's packages by concern, each on its floor: the basics, then the three methods and the run pipeline side by
+# side, then the studies; the modules users run (notebook set-up, report, dispatch, ...) stand on top, in lib/.
+PACKAGES = {"lib.core": 0, "lib.cff": 1, "lib.ssl": 1, "lib.collapse": 1, "lib.run": 1, "lib.studies": 2}
+TOP = 3
+
+
+def package_of(module: str) -> str:
+    return next((p for p in PACKAGES if module == p or module.startswith(p + ".")), "lib")
+
+
+def test_every_module_lies_in_a_package_by_concern_or_is_run_by_users():
+    loose = sorted(n for n in MODULES if package_of(n) == "lib" and n != "lib" and not (MODULES[n].read_text(
+        encoding="utf-8").count("def main(") or n in ("lib.notebook", "lib.explore", "lib.render")))
+    assert loose == [], "a module below the top belongs in a package (lib.core, a method, lib.run, lib.studies)"
+
+
+def test_packages_import_only_their_own_floor_or_below_and_methods_not_each_other():
+    def floor(module):
+        return PACKAGES.get(package_of(module), TOP)
+    upward = sorted((n, t) for n, targets in GRAPH.items() for t in targets if floor(t) > floor(n))
+    assert upward == []
+    sideways = sorted((n, t) for n, targets in GRAPH.items() for t in targets
+                      if floor(t) == floor(n) == 1 and package_of(t) != package_of(n))
+    assert sideways == [], "a method or the run pipeline imports another: what they share belongs in lib.core"
 
 
 def test_the_walk_sees_a_hidden_import_and_a_circle(tmp_path):
     """The checks above can fail: a planted import inside a function, a planted circle."""
     path = tmp_path / "planted.py"
-    path.write_text("import os\nfrom lib import results\n\ndef f():\n    from lib import verdicts\n")
-    assert lib_imports(path) == [("lib.results", False), ("lib.verdicts", True)]
+    path.write_text("import os\nfrom lib.run import results\n\ndef f():\n    from lib.core import verdicts\n")
+    assert lib_imports(path) == [("lib.run.results", False), ("lib.core.verdicts", True)]
     assert floors({"a": {"b"}, "b": set()}) == {"a": 1, "b": 0}
     try:
         floors({"a": {"b"}, "b": {"c"}, "c": {"a"}})
@@ -77,3 +103,13 @@ def test_the_walk_sees_a_hidden_import_and_a_circle(tmp_path):
         assert "import circle: a -> b -> c -> a" in str(error)
     else:
         raise AssertionError("a circle went unseen")
+
+
+LONG = 400  # lines: a module past this says why in its docstring ("... past 400 lines because ...")
+
+
+def test_a_module_past_400_lines_says_why_in_its_docstring():
+    silent = sorted(name for name, path in MODULES.items() if len(path.read_text(encoding="utf-8").splitlines()) > LONG
+                    and f"{LONG} lines because" not in " ".join((ast.get_docstring(ast.parse(path.read_text(
+                        encoding="utf-8"))) or "").split()))
+    assert silent == []

@@ -1,4 +1,4 @@
-"""Tests of lib.losses against docs/studies.md, "The CFF model (studies 1–3)".
+"""Tests of lib.core.losses against docs/studies.md, "The CFF model (studies 1–3)".
 
 The reference below (``naive_margin_supcon``) is written independently of the library, straight
 from the spec, with explicit Python loops over anchors i and pairs j, in float64.
@@ -14,7 +14,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lib.losses import SSL_LOSSES, margin_schedule, margin_supcon, positive_mask
+from lib.core.losses import SSL_LOSSES, margin_schedule, margin_supcon, positive_mask
 
 MODES = ("clamp", "subtract", "none")
 STABILIZERS = ("detach", "direct")
@@ -542,7 +542,7 @@ def test_margin_schedule_bad_arguments(args, name):
 
 @pytest.mark.parametrize("name", sorted(SSL_LOSSES))
 def test_every_registered_ssl_loss_called_as_the_trainer_calls_it_gives_a_scalar_with_gradient(name):
-    """lib.ssl.make_step calls fn(p1, p2, z1, z2) for a loss taking predictions, fn(z1, z2, temperature)
+    """lib.ssl.training.make_step calls fn(p1, p2, z1, z2) for a loss taking predictions, fn(z1, z2, temperature)
     otherwise; the scalar must be finite and reach every input that carries gradient."""
     loss = SSL_LOSSES[name]
     g = torch.Generator().manual_seed(0)

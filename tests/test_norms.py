@@ -13,16 +13,16 @@ import torch.nn.functional as F
 from scipy.stats import mannwhitneyu
 from sklearn.metrics import roc_auc_score
 
-from lib.data import imbalance_base, imbalanced_class_sizes, imbalanced_indices
-from lib.evaluation import class_mean_norms, knn_correct, norm_buckets, recalibrate_batchnorm
-from lib.interventions import GradScale, cut_init, grad_scale
-from lib.losses import decoupled_cross_view_nce, info_nce, negative_cosine, simsiam_loss
-from lib.optim import warmup_cosine
-from lib.params import ParameterError
-from lib.resnet import SimCLRNet, SimSiamNet
-from lib.simulations import latent_class_simulation, sphere_convergence
-from lib.ssl import SSLConfig, build_model, build_optimizer, train_epochs, train_ssl
-from lib.stats import auroc, auroc_test, loglog_slope, rank_correlation
+from lib.core.data import imbalance_base, imbalanced_class_sizes, imbalanced_indices
+from lib.core.losses import decoupled_cross_view_nce, info_nce, negative_cosine, simsiam_loss
+from lib.core.optim import warmup_cosine
+from lib.core.params import ParameterError
+from lib.core.stats import auroc, auroc_test, loglog_slope, rank_correlation
+from lib.ssl.evaluation import class_mean_norms, knn_correct, norm_buckets, recalibrate_batchnorm
+from lib.ssl.interventions import GradScale, cut_init, grad_scale
+from lib.ssl.resnet import SimCLRNet, SimSiamNet
+from lib.ssl.simulations import latent_class_simulation, sphere_convergence
+from lib.ssl.training import SSLConfig, build_model, build_optimizer, train_epochs, train_ssl
 from lib.studies.embedding_norms import AUTHORS_SETTINGS, METHOD_SETTINGS
 
 DT = torch.float64
@@ -158,7 +158,7 @@ def test_a_recorded_sphere_run_keeps_what_the_tables_read_of_the_whole_history()
     """simulate_sphere (one radius, as recorded) against sphere_convergence's full history: the start, the
     end, the mean growth per step and the steps exactly; its curve is the history at the steps it names,
     the first and the last among them, at most CURVE_POINTS."""
-    from lib.simulations import CURVE_POINTS, SphereConfig, simulate_sphere
+    from lib.ssl.simulations import CURVE_POINTS, SphereConfig, simulate_sphere
 
     full = sphere_convergence([2.0], pairs=30, lr=1.0, seed=3)
     history = full["mean_norm"][0]
@@ -173,10 +173,10 @@ def test_a_recorded_sphere_run_keeps_what_the_tables_read_of_the_whole_history()
 
 
 def test_latent_class_runs_are_one_config_per_seed_and_name_the_same_run_for_1_and_1_0():
-    from lib.config import as_dict
-    from lib.params import ParameterError
-    from lib.results import config_hash
-    from lib.simulations import LatentClassConfig, simulate_latent_classes
+    from lib.core.config import as_dict
+    from lib.core.params import ParameterError
+    from lib.run.results import config_hash
+    from lib.ssl.simulations import LatentClassConfig, simulate_latent_classes
 
     ints, floats = LatentClassConfig(class_weights=(1, 2, 4)), LatentClassConfig(class_weights=[1.0, 2.0, 4.0])
     assert ints == floats and config_hash(ints) == config_hash(floats)

@@ -15,14 +15,13 @@ import torch.nn as nn
 import torchvision.transforms.v2 as T
 import torchvision.transforms.v2.functional as TF
 
-from lib.augment import apply_simclr_params, draw_simclr_params
-from lib.data import get_dataset, load_dataset
-from lib.evaluation import initial_ood_scores, ood_label, run_test_set
-from lib.studies.norms_fidelity import NORMS_FILES, norms_fidelity_table
+from lib.core.augment import apply_simclr_params, draw_simclr_params
+from lib.core.data import get_dataset, load_dataset
+from lib.core.params import ParameterError
 from lib.notebook import notebook_defaults
-from lib.params import ParameterError
-from lib.resnet import BasicBlock, ResNet18
-from lib.simulations import (
+from lib.ssl.evaluation import initial_ood_scores, ood_label, run_test_set
+from lib.ssl.resnet import BasicBlock, ResNet18
+from lib.ssl.simulations import (
     LATENT_SIMULATIONS,
     in_batch_pair_loss,
     in_batch_positives,
@@ -30,9 +29,10 @@ from lib.simulations import (
     latent_class_simulation,
     positive_mask,
 )
-from lib.ssl import SSLConfig, build_model, make_step, training_indices
+from lib.ssl.training import SSLConfig, build_model, make_step, training_indices
 from lib.studies import embedding_norms as study
 from lib.studies import find_study
+from lib.studies.norms_fidelity import NORMS_FILES, norms_fidelity_table
 
 TAGS = {"[code]", "[paper]", "[summary]", "[ours]"}
 

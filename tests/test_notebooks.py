@@ -11,8 +11,8 @@ import papermill
 import pytest
 
 from lib import PROJECT_ROOT
+from lib.core.params import ParameterError
 from lib.notebook import notebook_defaults
-from lib.params import ParameterError
 from lib.run_all import notebooks
 from lib.studies import (
     cross_dataset,
@@ -294,13 +294,13 @@ def test_tables_indexed_by_row_number_show_no_index_column():
 
 
 def test_a_verdict_table_is_coloured_by_verdict_as_in_the_report():
-    """lib.notebook.frame_html on a table of lib.verdicts: the reader's columns, no index, each row's class the
-    verdict's (lib.verdicts.css_class, which the report uses too), and the cells escaped."""
+    """lib.notebook.frame_html on a table of lib.core.verdicts: the reader's columns, no index, each row's class the
+    verdict's (lib.core.verdicts.css_class, which the report uses too), and the cells escaped."""
     import re
 
     import numpy as np
 
-    from lib import verdicts
+    from lib.core import verdicts
     from lib.notebook import frame_html
 
     z = np.random.default_rng(5).normal(size=5)

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lib.params import MAX_SEEDS, ParameterError
+from lib.core.params import MAX_SEEDS, ParameterError
 from lib.run_all import notebooks
 from tests.parameter_domains import DOMAINS
 

@@ -1,4 +1,4 @@
-"""Live progress (lib.progress): the sweep's bar counts its runs, moves with their steps (in this process
+"""Live progress (lib.core.progress): the sweep's bar counts its runs, moves with their steps (in this process
 or relayed from pool workers), says nothing time-dependent when every run is recorded, and lib.run_all
 streams it while a notebook executes."""
 import dataclasses
@@ -10,10 +10,11 @@ import time
 
 import pytest
 
-from lib import PROJECT_ROOT, progress
-from lib.config import Config
-from lib.results import ResultsStore
-from lib.sweep import run_sweep
+from lib import PROJECT_ROOT
+from lib.core import progress
+from lib.core.config import Config
+from lib.run.results import ResultsStore
+from lib.run.sweep import run_sweep
 
 STEPS = 20
 
@@ -27,7 +28,7 @@ class _Toy(Config):
 
 def _train_toy(config: _Toy, *, data_root=None, progress=None) -> dict:
     """STEPS steps of ``step_s`` seconds, reported as a training loop reports them."""
-    from lib.progress import steps
+    from lib.core.progress import steps
 
     bar = steps(STEPS, f"toy seed {config.seed}", progress)
     for _ in range(STEPS):

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from lib import PROJECT_ROOT, render, run_all
-from lib.results import variant_root
+from lib.run.results import variant_root
 from lib.studies import STUDIES, stop_gradient
 
 NOTEBOOK = "06_stop_gradient_collapse"  # its shipped quick records are in today's form and need no data

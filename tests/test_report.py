@@ -30,7 +30,7 @@ from lib.studies import STUDIES
 matplotlib.use("Agg")
 
 SHIPPED = PROJECT_ROOT / "results"
-# The verdicts of lib.verdicts' grammar, each with the CSS class a reader should see counted
+# The verdicts of lib.core.verdicts' grammar, each with the CSS class a reader should see counted
 KNOWN = [("reproduced", "reproduced"), ("reproduced, smaller", "smaller"), ("contradicted", "contradicted"),
          ("not reproduced", "not-reproduced"), ("inconclusive (power 33%; 12 seeds per arm for 80%)", "inconclusive"),
          ("not measured", "not-measured"), ("check", "check")]
@@ -49,7 +49,7 @@ def _png() -> str:
 
 def _verdict_table(path: Path, verdicts: list[str], *, engine: bool = True,
                    quantities: list[str] | None = None) -> None:
-    """A paper-vs-reproduced table as a notebook writes it: through lib.verdicts (``engine``: its columns), or
+    """A paper-vs-reproduced table as a notebook writes it: through lib.core.verdicts (``engine``: its columns), or
     as tables were written before it (quantity, ours, paper, evidence, verdict)."""
     n = len(verdicts)
     frame = pd.DataFrame({"quantity": quantities or [f"claim {i} <{i}>" for i in range(n)],
@@ -126,7 +126,7 @@ def test_every_shipped_verdict_is_in_the_grammar_unless_its_table_awaits_a_re_ru
             tested = table[table.kind == "claim"]
             assert (tested.verdict == "not measured").any() or (tested.power != "–").all(), path.name
         else:  # written before the engine: allowed only while the profile's re-run is incomplete
-            assert not coverage(study, profile, SHIPPED).current, f"{path.name}: re-render it through lib.verdicts"
+            assert not coverage(study, profile, SHIPPED).current, f"{path.name}: re-render it through lib.core.verdicts"
 
 
 def test_every_study_names_a_headline_row_of_its_shipped_tables():

@@ -5,7 +5,8 @@ import json
 import pytest
 
 from lib import PROJECT_ROOT, rerun
-from lib.data import DATASETS
+from lib.core.data import DATASETS
+from lib.run import provenance
 
 SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
 EMBEDDED = ("shapes", "digits")  # generated, or shipped with scikit-learn: no data folder needed
@@ -35,15 +36,24 @@ def test_every_shipped_record_builds_and_finds_its_data(record, capsys):
         pytest.skip(f"its data ({', '.join(sorted(names - set(EMBEDDED)))}) is in ../shared/data, absent here")
     assert rerun.main(["--check", str(record), "--data-root", str(SHARED_DATA)]) == 0
     out = capsys.readouterr().out
-    assert out.startswith(f"ok: {json.loads(record.read_text())['extra']['train']}(")
+    named = json.loads(record.read_text())["extra"]["train"]  # as it was written: an old name resolves through RENAMED
+    assert out.startswith(f"ok: {provenance.train_function_name(provenance.load_train_function(named))}(")
     assert all(name in out for name in names)  # (study 6's simulations name generated data, not a dataset)
+
+
+@pytest.mark.parametrize("old, today", [("lib.cff.train_cff", "lib.cff.training.train_cff"),
+                                        ("lib.collapse_train.train_collapse", "lib.collapse.training.train_collapse"),
+                                        ("lib.ssl.train_simclr", "lib.ssl.training.train_ssl"),
+                                        ("lib.ssl.training.train_ssl", "lib.ssl.training.train_ssl")])
+def test_a_moved_or_renamed_training_function_is_found_by_its_recorded_name(old, today):
+    assert provenance.train_function_name(provenance.load_train_function(old)) == today
 
 
 def test_a_record_shows_its_machine_beside_this_one_and_the_agreement_to_expect():
     """Planted environments: the same numerics and commit -> bit for bit; another commit -> bit for bit
     there; another CPU capability -> not bit for bit, the row marked; a record without the hardware keys
     -> not known, naming them."""
-    from lib.results import NUMERICS_KEYS
+    from lib.run.results import NUMERICS_KEYS
 
     here = {key: f"{key}-here" for key in NUMERICS_KEYS} | {"git_commit": "a" * 40, "git_dirty": False}
     assert rerun.expected_agreement(dict(here), here).endswith("expect: bit for bit (the same numerics and the "

@@ -1,4 +1,4 @@
-"""Tests of lib.results: hashing, record round trip, atomic writes, corruption, table."""
+"""Tests of lib.run.results: hashing, record round trip, atomic writes, corruption, table."""
 from __future__ import annotations
 
 import dataclasses
@@ -15,11 +15,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lib import config as config_module
-from lib import results as R
-from lib.config import Config
-from lib.params import ParameterError
-from lib.results import (
+from lib.core import config as config_module
+from lib.core.config import Config
+from lib.core.params import ParameterError
+from lib.run import results as R
+from lib.run.results import (
     FINISHED_STATUSES,
     ResultsStore,
     ResultsStoreError,
@@ -394,7 +394,7 @@ def test_a_kernel_variable_or_a_lower_capability_shows_in_a_fresh_process():
     environment of a process started under them (both are read when the process starts)."""
     import subprocess
     import sys
-    code = "import json; from lib.results import hardware; print(json.dumps(hardware()))"
+    code = "import json; from lib.run.results import hardware; print(json.dumps(hardware()))"
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True,
                          env=dict(__import__("os").environ, ATEN_CPU_CAPABILITY="default", MKL_CBWR="COMPATIBLE"))
     there = json.loads(run.stdout)

@@ -14,7 +14,8 @@ import torchvision.transforms.v2.functional as TF
 from scipy.stats import ks_2samp
 from torch.utils.flop_counter import FlopCounterMode
 
-from lib.augment import (
+from lib.bench import simclr_step_rate
+from lib.core.augment import (
     JITTER_OPS,
     SimCLRParams,
     apply_simclr_params,
@@ -24,14 +25,13 @@ from lib.augment import (
     simclr_augment,
     simclr_views,
 )
-from lib.bench import simclr_step_rate
-from lib.data import load_dataset
-from lib.evaluation import knn_accuracy, knn_predict, linear_probe
-from lib.losses import flat_nce, info_nce, pair_logits
-from lib.optim import LARS, make_optimizer, param_groups, scaled_lr, warmup_cosine
-from lib.params import ParameterError
-from lib.resnet import Projector, ResNet18, SimCLRNet
-from lib.ssl import SSLConfig, nce_diagnostics, train_ssl
+from lib.core.data import load_dataset
+from lib.core.losses import flat_nce, info_nce, pair_logits
+from lib.core.optim import LARS, make_optimizer, param_groups, scaled_lr, warmup_cosine
+from lib.core.params import ParameterError
+from lib.ssl.evaluation import knn_accuracy, knn_predict, linear_probe
+from lib.ssl.resnet import Projector, ResNet18, SimCLRNet
+from lib.ssl.training import SSLConfig, nce_diagnostics, train_ssl
 
 
 def gen(seed: int) -> torch.Generator:
@@ -123,7 +123,7 @@ def test_flat_nce_gradient_is_info_nce_gradient_over_one_minus_exp_minus_info_nc
     z1 = torch.randn(5, 4, dtype=torch.float64, requires_grad=True)
     z2 = torch.randn(5, 4, dtype=torch.float64, requires_grad=True)
     tau = 0.25
-    reference = info_nce_per_anchor_loops(z1, z2, tau)  # l_i, computed independently of lib.losses
+    reference = info_nce_per_anchor_loops(z1, z2, tau)  # l_i, computed independently of lib.core.losses
     positive, negatives = pair_logits(z1, z2, tau)
     v = torch.logsumexp(negatives - positive[:, None], dim=1)  # FlatNCE's per-anchor term
     for i in range(len(v)):
@@ -536,7 +536,7 @@ def test_keep_freed_memory_serves_large_blocks_from_the_heap():
 
     code = """
 import ctypes, sys, torch
-from lib.ssl import keep_freed_memory
+from lib.ssl.training import keep_freed_memory
 try:
     libc = ctypes.CDLL("libc.so.6"); mallinfo2 = libc.mallinfo2
 except (OSError, AttributeError):
@@ -568,7 +568,7 @@ print(mapped == 0, used >= size, freed == held, later[-1][2] - held < 2 * size) 
 def test_tiny_models_on_the_cpu_run_nchw_where_onednn_corrupts_the_heap():
     """Below 8 first-stage channels on the CPU, channels-last convolutions are avoided (a oneDNN
     heap overflow on one thread); every other run keeps the layout its config asks for."""
-    from lib.ssl import activation_layout
+    from lib.ssl.training import activation_layout
 
     assert activation_layout(SSLConfig(width_multiplier=1 / 16)) == torch.contiguous_format
     assert activation_layout(SSLConfig(width_multiplier=1 / 8)) == torch.channels_last
@@ -579,7 +579,7 @@ def test_tiny_models_on_the_cpu_run_nchw_where_onednn_corrupts_the_heap():
 
 
 def test_a_loss_registered_in_one_place_trains_a_smoke_run(monkeypatch):
-    from lib import losses
+    from lib.core import losses
 
     def symmetric_cosine(z1: torch.Tensor, z2: torch.Tensor, temperature: float) -> torch.Tensor:
         """-mean_i cos(z1_i, z2_i): the views pulled together, no negatives, no temperature."""
@@ -623,7 +623,8 @@ def test_every_shipped_study_4_and_5_record_is_in_todays_form_under_its_run_id()
     import json
 
     from lib import PROJECT_ROOT
-    from lib.results import config_hash
+    from lib.run.provenance import load_train_function
+    from lib.run.results import config_hash
 
     paths = sorted(PROJECT_ROOT.glob("results/runs/0[45]_*/*/*.json"))
     assert paths
@@ -631,4 +632,4 @@ def test_every_shipped_study_4_and_5_record_is_in_todays_form_under_its_run_id()
         record = json.loads(path.read_text())
         config = SSLConfig.from_dict(record["config"])
         assert config.as_dict() == record["config"] and config_hash(config) == path.stem == record["run_id"]
-        assert record["extra"]["train"] == "lib.ssl.train_ssl"
+        assert load_train_function(record["extra"]["train"]) is train_ssl  # its name as written, or an old one

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from lib import PROJECT_ROOT, dispatch, run_all
-from lib import data as data_module
-from lib.data import DatasetNotFoundError, get_dataset
+from lib.core import data as data_module
+from lib.core.data import DatasetNotFoundError, get_dataset
+from lib.core.params import ParameterError
 from lib.notebook import notebook_defaults, resolve_command, variant_of
-from lib.params import ParameterError
 from lib.studies import STUDIES
 
 ROOT = PROJECT_ROOT.resolve()

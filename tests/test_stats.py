@@ -1,4 +1,4 @@
-"""Tests for lib.stats (fast: the whole file runs in a few seconds on CPU)."""
+"""Tests for lib.core.stats (fast: the whole file runs in a few seconds on CPU)."""
 import math
 import warnings
 
@@ -9,7 +9,7 @@ from scipy import special
 from scipy import stats as st
 from statsmodels.stats.power import TTestIndPower
 
-from lib import stats as S
+from lib.core import stats as S
 
 
 def _standardized(rng, n):

@@ -8,12 +8,12 @@ import pandas as pd
 import pytest
 import torch
 
-from lib.augment import DISTORTION_LEVELS, distort, normalize
-from lib.cff import CFFConfig, train_cff
-from lib.data import DATASETS, DatasetNotFoundError, load_dataset
-from lib.diagnostics import positive_pair_density
-from lib.params import ParameterError
-from lib.results import config_hash
+from lib.cff.diagnostics import positive_pair_density
+from lib.cff.training import CFFConfig, train_cff
+from lib.core.augment import DISTORTION_LEVELS, distort, normalize
+from lib.core.data import DATASETS, DatasetNotFoundError, load_dataset
+from lib.core.params import ParameterError
+from lib.run.results import config_hash
 from lib.studies import cross_dataset, difficulty_sweep
 from tests.conftest import SHARED_DATA
 

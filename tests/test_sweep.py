@@ -12,19 +12,19 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lib.cff import CFFConfig, train_cff
-from lib.config import Config
-from lib.results import ResultsStore
-from lib.sweep import run_sweep
+from lib.cff.training import CFFConfig, train_cff
+from lib.core.config import Config
+from lib.run.results import ResultsStore
+from lib.run.sweep import run_sweep
 from tests.conftest import TINY_CFF
 
 SWEEP_SCRIPT = textwrap.dedent("""
     import os, sys, time
     from pathlib import Path
-    import lib.sweep
-    from lib.cff import CFFConfig, train_cff
-    from lib.results import ResultsStore
-    from lib.sweep import run_sweep
+    import lib.run.sweep
+    from lib.cff.training import CFFConfig, train_cff
+    from lib.run.results import ResultsStore
+    from lib.run.sweep import run_sweep
     from tests.conftest import TINY_CFF
 
     # argv: results root, then optionally where to stop and wait for the kill: "run:K" (before run
@@ -38,12 +38,12 @@ SWEEP_SCRIPT = textwrap.dedent("""
         time.sleep(600)
 
     if pause.startswith("run:"):
-        run_one, at = lib.sweep.run_one, int(pause[4:])
+        run_one, at = lib.run.sweep.run_one, int(pause[4:])
         def paused_run_one(train_fn, config, *args):
             if config.seed == at:
                 wait_for_the_kill()
             return run_one(train_fn, config, *args)
-        lib.sweep.run_one = paused_run_one
+        lib.run.sweep.run_one = paused_run_one
     elif pause.startswith("write:"):
         replace, at = os.replace, int(pause[6:])
         def paused_replace(src, dst):
@@ -149,7 +149,7 @@ def test_a_live_writers_temp_file_is_kept(tmp_path):
     another host's, may be mid-write."""
     import socket
 
-    from lib.results import remove_stale_temp_files
+    from lib.run.results import remove_stale_temp_files
 
     host = socket.gethostname()
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -168,7 +168,7 @@ def test_every_record_carries_the_command_that_reproduces_it(tmp_path):
     root = Path(__file__).resolve().parents[1]
     [record] = run_sweep(ResultsStore(tmp_path, "t", "smoke"), [CFFConfig(seed=2, **TINY_CFF)], train_cff,
                          progress=False)
-    assert record["extra"]["train"] == "lib.cff.train_cff"
+    assert record["extra"]["train"] == "lib.cff.training.train_cff"
     shell = subprocess.run(record["extra"]["rerun"], shell=True, cwd=root, capture_output=True, text=True, check=True)
     from_file = subprocess.run([sys.executable, "-m", "lib.rerun", str(tmp_path / "runs" / "t" / "smoke" /
                                                                        f"{record['run_id']}.json")],
@@ -181,7 +181,7 @@ def test_every_record_carries_the_command_that_reproduces_it(tmp_path):
 
 def test_a_gpu_sweep_passes_its_device_only_to_a_method_that_takes_it():
     """CFF takes ``device=``; SSL holds the device in its config and must not be handed a second one."""
-    from lib.sweep import run_one
+    from lib.run.sweep import run_one
 
     assert run_one(_takes_device, {"seed": 0}, None, "cuda")[1]["device"] == "cuda"
     status, _, _, error = run_one(_holds_device, {"seed": 0}, None, "cuda")
@@ -202,9 +202,9 @@ def _holds_device(config: _Seed, *, data_root=None, progress=None) -> dict:
 
 
 def test_a_function_that_is_not_a_training_function_is_refused_saying_why():
-    """lib.config.build names what failed: an annotation that does not resolve, no `config`, or a `config`
+    """lib.core.config.build names what failed: an annotation that does not resolve, no `config`, or a `config`
     that is not a Config dataclass."""
-    from lib.config import build
+    from lib.core.config import build
 
     def unresolved(config: "NoSuchConfig") -> dict:  # noqa: F821
         return {}

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from lib.cff import CFFConfig
+from lib.cff.training import CFFConfig
 from lib.studies import common, margin_factorial
 
 # Six seeds per arm in the factorial plant: a few bootstrap resamples of its VR are degenerate (warned).
@@ -194,7 +194,7 @@ def test_plan_ends_with_the_layer0_trajectory_runs():
 @pytest.mark.parametrize("name,value", [("trajectory_seeds", -1), ("trajectory_seeds", 1.5),
                                         ("trajectory_epochs", 0), ("trajectory_epochs", "32")])
 def test_bad_trajectory_settings_fail_naming_them(name, value):
-    from lib.params import ParameterError
+    from lib.core.params import ParameterError
 
     with pytest.raises(ParameterError, match=name):
         settings(**{name: value})

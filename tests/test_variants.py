@@ -5,9 +5,9 @@ import shutil
 import pytest
 
 from lib import PROJECT_ROOT, dispatch, run_all
+from lib.core.params import ParameterError
 from lib.notebook import check_variant, derive_name, injected_names, notebook_defaults, open_store, variant_of
-from lib.params import ParameterError
-from lib.rerun import load_train_function, train_function_name
+from lib.run.provenance import load_train_function, train_function_name
 from lib.studies import STUDIES, StudyModule, find_study
 
 STUDY_01 = find_study("01")
@@ -93,7 +93,7 @@ def test_simulations_are_recorded_once_read_back_and_reused_by_a_variant(tmp_pat
     among the study's runs), a second call reads the same records without writing, and a variant that shares
     a config copies its record instead of simulating it again."""
     from lib.notebook import SIMULATIONS, Setup
-    from lib.simulations import simulate_sphere
+    from lib.ssl.simulations import simulate_sphere
 
     study = find_study("04")
     settings = study.module.resolve({**notebook_defaults(study), "profile": "smoke"})

@@ -1,4 +1,4 @@
-"""lib.verdicts: the numbers of ../shared/VERDICTS.md (scipy-verified there, restated here so that a user's
+"""lib.core.verdicts: the numbers of ../shared/VERDICTS.md (scipy-verified there, restated here so that a user's
 clone needs no shared folder), power against closed forms and simulation, Holm against the hand formula,
 every verdict branch from planted seed-level data whose numbers imply it, and the unit of replication."""
 import math
@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from scipy import stats as st
 
-from lib import stats
-from lib.verdicts import (
+from lib.core import stats
+from lib.core.verdicts import (
     ALPHA,
     Claim,
     _equivalence_power,

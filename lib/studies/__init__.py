@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Protocol, runtime_checkable
 
-from lib.params import ParameterError
+from lib.core.params import ParameterError
 from lib.studies import cross_dataset, difficulty_sweep, embedding_norms, flatnce_batch, margin_factorial, stop_gradient
 
 
@@ -38,7 +38,7 @@ class StudyModule(Protocol):
         """Every run config the settings imply, in the notebook's order (duplicates allowed: one run each)."""
 
     def sweep_options(self, settings: dict) -> dict:
-        """Keyword arguments of ``lib.sweep.run_sweep`` for these settings (workers, force, batched path)."""
+        """Keyword arguments of ``lib.run.sweep.run_sweep`` for these settings (workers, force, batched path)."""
 
     def runs_frame(self, records: list[dict], *args) -> Any:
         """One row per collected run record: the factors and scalar metrics its analysis reads."""
@@ -61,6 +61,12 @@ class Study:
     @property
     def train_fn(self) -> Callable[..., dict]:
         return self.module.TRAIN
+
+    @property
+    def cell_name(self) -> Callable[[dict], str] | None:
+        """The study's name for a cell of runs in its own words (``cell_name(config)``), where its configs differ
+        in more settings than a figure's axis can show; None: the results explorer names cells by setting."""
+        return getattr(self.module, "cell_name", None)
 
 
 STUDIES = {s.number: s for s in (

@@ -1,5 +1,5 @@
-"""How a CFF run (studies 1-3) differs from CFF's original code: its fidelity table (columns: :mod:`lib.fidelity`),
-built from the live configs.
+"""How a CFF run (studies 1-3) differs from CFF's original code: its fidelity table (columns:
+:mod:`lib.studies.fidelity`), built from the live configs.
 
 ``cff_fidelity_table(configs, settings)`` lists every setting the original code fixes or that matters
 for studies 1-3: our value (read from the run configs, so the table cannot drift from the code), the
@@ -18,11 +18,11 @@ from collections.abc import Sequence
 import pandas as pd
 import torch
 
-from lib import params
-from lib.cff import CFFConfig, split_indices
-from lib.data import DATASETS, data_shape, get_dataset, num_classes
-from lib.diagnostics import expected_positive_pair_density
-from lib.fidelity import PROFILE_REASONS, STAND_INS, constants, fidelity_frame, row, scale_reason, shown
+from lib.cff.diagnostics import expected_positive_pair_density
+from lib.cff.training import CFFConfig, split_indices
+from lib.core import params
+from lib.core.data import DATASETS, data_shape, get_dataset, num_classes
+from lib.studies.fidelity import PROFILE_REASONS, STAND_INS, constants, fidelity_frame, row, scale_reason, shown
 
 ORIGINAL_FILES = ("main_CFF.py", "utils.py", "models/vit.py", "losses.py")  # the files of CFF's code we read
 
@@ -145,7 +145,7 @@ def _model_and_training_rows(c: CFFConfig, configs: Sequence[CFFConfig], scale: 
         row("loss prefactor", "none (no τ/τ_base)", "none (no τ/τ_base)", "losses.py (SupMCon)", "[code]"),
         row("extra augmentation", "none" if levels == [0] else "distortion levels " + ", ".join(map(str, levels)),
              "none", "utils.py (set_loaders: RandAugment(3, 14) only with --randaug, off by default)", "[code]",
-             "study 3's difficulty knob (lib.augment.distort); the paper's exact knob is not public"),
+             "study 3's difficulty knob (lib.core.augment.distort); the paper's exact knob is not public"),
         # evaluation
         row("train / validation split", f"{1 - c.val_fraction:.0%} / {c.val_fraction:.0%}, random",
              "90% / 10%, random", "utils.py (set_loaders: randperm, 0.9)", "[code]", _changed(c, "val_fraction")),
@@ -220,7 +220,7 @@ def _dataset_rows(c: CFFConfig, data_root: str | None, scale: str, reduced: bool
             positives=positives,
             metric=(cff["metric"], "main_CFF.py (eval: topk(eval_mode)); utils.py (set_loaders: eval_mode)", "[code]"))
         reasons = dict(images=scale, shape=scale, positives=scale,
-                       augmentation=f"padding {c.padding}, flip {c.flip} set for this run (lib.data's registry "
+                       augmentation=f"padding {c.padding}, flip {c.flip} set for this run (lib.core.data's registry "
                                     "holds CFF's values)",
                        normalization="normalization='subset' (our earlier default)",
                        metric="both are recorded; the tables give top-1, and top-5 where CFF's code reports it")
@@ -228,7 +228,7 @@ def _dataset_rows(c: CFFConfig, data_root: str | None, scale: str, reduced: bool
         original = {key: (UNKNOWN, "MARGIN paper", "[ours]") for key in ours} | dict(positives=positives)
         reasons = dict(images="the full training split, 90% of it trains (CFF's split)",
                        shape="the native image size with patch 4",
-                       augmentation="lib.data's registry entry: crop padding 4 (CIFAR-100's), no flip",
+                       augmentation="lib.core.data's registry entry: crop padding 4 (CIFAR-100's), no flip",
                        normalization="fixed constants of the full training split, as CFF's for CIFAR",
                        positives=scale, metric="both are recorded; the tables give top-1")
         if reduced:
@@ -248,7 +248,7 @@ def cff_fidelity_table(configs: CFFConfig | Sequence[CFFConfig], settings: dict 
 
     The first config gives the model, training and evaluation rows; the factor rows (margin modes,
     stabilisers, augmentation levels) list the values across ``configs``; each dataset among them gets
-    its own rows (its data is loaded through ``lib.data.get_dataset`` from ``data_root``, once per process).
+    its own rows (its data is loaded through ``lib.core.data.get_dataset`` from ``data_root``, once per process).
     ``settings`` (a study's resolved settings) names the profile, whose reason is given for differences
     of scale.
     """

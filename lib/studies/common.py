@@ -14,11 +14,11 @@ import pandas as pd
 import torch
 from scipy import stats as st
 
-from lib import params, stats
-from lib.batched import train_cff_seeds
-from lib.cff import CFFConfig
-from lib.data import DATASETS
-from lib.losses import MARGIN_MODES, STABILIZERS
+from lib.cff.batched import train_cff_seeds
+from lib.cff.training import CFFConfig
+from lib.core import params, stats
+from lib.core.data import DATASETS
+from lib.core.losses import MARGIN_MODES, STABILIZERS
 
 # The CFFConfig fields every CFF notebook has as parameters, passed to each run's config. A parameter
 # left as None takes the profile's value, else CFFConfig's default (the one place a default lives).
@@ -53,7 +53,7 @@ def check_dataset(s: dict, p: dict, profiles: dict) -> None:
         s["dataset_options"] = {}  # the profile's options belong to the profile's dataset
     if not isinstance(s["dataset_options"], dict) or (not DATASETS[s["dataset"]].options and s["dataset_options"]):
         params.fail("dataset_options", s["dataset_options"],
-                    f"a dict of lib.data.load_dataset options ({{}}: {s['dataset']} takes none)")
+                    f"a dict of lib.core.data.load_dataset options ({{}}: {s['dataset']} takes none)")
 
 
 def check_arms(s: dict, p: dict) -> None:

@@ -6,7 +6,7 @@ bit-identical), so one stabiliser is run [ours, allowed by docs/studies.md, "Stu
 ratio with its tests, the mean accuracy per arm, the layer-0 clamp activation rate (CAR) and the
 positive-pair density.
 
-Datasets are named by *entries*: a real dataset by its ``lib.data`` name, or a procedural stand-in
+Datasets are named by *entries*: a real dataset by its ``lib.core.data`` name, or a procedural stand-in
 (``shapes10``, ``shapes100``, ``shapes10_easy``) that turns one moderator by hand: 10 against 100
 classes changes the positive-pair density ten-fold; difficulty 0.1 against 0.3 changes how close
 accuracy is to its ceiling. Each entry names the published dataset it is set beside in the
@@ -20,11 +20,11 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from lib import params, verdicts
-from lib.cff import CFFConfig, train_cff
-from lib.config import as_dict
-from lib.data import DATASETS, DatasetNotFoundError, get_dataset
-from lib.diagnostics import expected_positive_pair_density
+from lib.cff.diagnostics import expected_positive_pair_density
+from lib.cff.training import CFFConfig, train_cff
+from lib.core import params, verdicts
+from lib.core.config import as_dict
+from lib.core.data import DATASETS, DatasetNotFoundError, get_dataset
 from lib.studies import common
 from lib.studies.common import sweep_options  # noqa: F401  (run_sweep's options: part of every study's interface)
 
@@ -39,7 +39,7 @@ TRAIN = train_cff
 
 REAL_DATASETS = tuple(name for name, info in DATASETS.items() if info.fetched)  # from the registry, in its order
 
-# Procedural stand-ins: lib.data "shapes" options (the profile adds its n_train / n_test) and what
+# Procedural stand-ins: lib.core.data "shapes" options (the profile adds its n_train / n_test) and what
 # each one stands in for.
 STAND_INS = {
     "shapes10": dict(options={"num_classes": 10, "difficulty": 0.3}, like="cifar10",
@@ -100,7 +100,7 @@ def resolve(p: dict) -> dict:
 
 
 def dataset_spec(entry: str, s: dict) -> tuple[str, dict]:
-    """The ``lib.data`` name and options of a dataset entry."""
+    """The ``lib.core.data`` name and options of a dataset entry."""
     if entry in STAND_INS:
         return "shapes", {**STAND_INS[entry]["options"], **s["shapes_options"]}
     return entry, {}
@@ -258,7 +258,7 @@ def _car_reading(measured: pd.DataFrame) -> tuple[str, str]:
 
 
 FAMILY = "study 2"  # its claims are Holm-corrected together
-# The published claims, declared once (the per-dataset VRs are built from PUBLISHED): lib.verdicts tests each on
+# The published claims, declared once (the per-dataset VRs are built from PUBLISHED): lib.core.verdicts tests each on
 # seed-level observations.
 OTHERS = [d for d in PUBLISHED if d != "cifar10"]
 OTHERS_GEOMETRIC_MEAN = math.exp(np.mean([math.log(PUBLISHED[d]["vr"]) for d in OTHERS]))
@@ -287,7 +287,7 @@ def arms(runs: pd.DataFrame, entry: str, metric: str = "top1") -> tuple[dict, di
 
 
 def paper_vs_reproduced(summary: pd.DataFrame, skipped: dict, runs: pd.DataFrame) -> pd.DataFrame:
-    """Every published number through the verdict engine (lib.verdicts), on the seed-level observations of
+    """Every published number through the verdict engine (lib.core.verdicts), on the seed-level observations of
     ``runs``: per published dataset its VR (and CIFAR-100's top-5 reading), Holm-corrected as one family with the
     reversal (:data:`REVERSAL`, CIFAR-10's VR against the others'), then our checks: the layer-0 CAR and the
     accuracy against the paper's descriptions, what the datasets say about the CAR rules, and the positive-pair

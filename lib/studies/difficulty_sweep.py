@@ -7,7 +7,7 @@ The paper's claim: VR is large only at intermediate difficulty with high positiv
 
 Two knobs [ours for both; the paper's exact knob is not public]:
 
-- ``aug_level``: the augmentation strength of :func:`lib.augment.distort` (0 = the dataset's
+- ``aug_level``: the augmentation strength of :func:`lib.core.augment.distort` (0 = the dataset's
   standard crop/flip only, 4 = severe rotation, zoom, shift, contrast, brightness and noise), applied
   to the training views; the probe and the test set stay clean. Works on any dataset.
 - ``difficulty``: the procedural ``shapes`` generator's difficulty (translation, contrast loss and
@@ -23,10 +23,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats as st
 
-from lib import params, verdicts
-from lib.augment import DISTORTION_LEVELS
-from lib.cff import CFFConfig, train_cff
-from lib.config import as_dict
+from lib.cff.training import CFFConfig, train_cff
+from lib.core import params, verdicts
+from lib.core.augment import DISTORTION_LEVELS
+from lib.core.config import as_dict
 from lib.studies import common
 from lib.studies.common import sweep_options  # noqa: F401  (run_sweep's options: part of every study's interface)
 
@@ -188,7 +188,7 @@ def arms(runs: pd.DataFrame, level) -> tuple[dict, dict]:
 
 def paper_vs_reproduced(summary: pd.DataFrame, chance: float, stand_in: str | None,
                         runs: pd.DataFrame) -> pd.DataFrame:
-    """Every published number through the verdict engine (lib.verdicts), on the seed-level observations of
+    """Every published number through the verdict engine (lib.core.verdicts), on the seed-level observations of
     ``runs``: the central claim (:data:`DIFFICULTY`, a contrast of two levels' VRs) and each published point's
     VR, Holm-corrected as one family; then our descriptions of the sweep: the trend over levels (exact
     Spearman), where the largest VR lies, and the accuracy range the knob spans.

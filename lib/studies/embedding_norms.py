@@ -15,7 +15,7 @@ Four parts, each with its own table:
 
 Parts (a) and (b) are simulations of seconds to minutes (:func:`sphere_configs`, :func:`latent_configs`),
 recorded like runs in the store's ``simulations`` part (``lib.notebook.Setup.simulate``); (c) and (d) are the
-records of :func:`lib.ssl.train_ssl` runs in the results store. The module is over 400 lines
+records of :func:`lib.ssl.training.train_ssl` runs in the results store. The module is over 400 lines
 because it holds all four parts' tables and the paper-vs-reproduced verdicts that read them together.
 """
 from __future__ import annotations
@@ -27,14 +27,14 @@ import numpy as np
 import pandas as pd
 from scipy import stats as st
 
-from lib import params, verdicts
-from lib.augment import JITTER_MODES
-from lib.data import DATASETS, data_shape, imbalance_base, num_classes
-from lib.evaluation import INIT_PREFIX, ood_label
-from lib.losses import SSL_LOSSES
-from lib.simulations import LATENT_SIMULATIONS, LatentClassConfig, SphereConfig
-from lib.ssl import METHODS, SSLConfig, class_list, train_ssl
-from lib.stats import loglog_slope, rank_correlation
+from lib.core import params, verdicts
+from lib.core.augment import JITTER_MODES
+from lib.core.data import DATASETS, data_shape, imbalance_base, num_classes
+from lib.core.losses import SSL_LOSSES
+from lib.core.stats import loglog_slope, rank_correlation
+from lib.ssl.evaluation import INIT_PREFIX, ood_label
+from lib.ssl.simulations import LATENT_SIMULATIONS, LatentClassConfig, SphereConfig
+from lib.ssl.training import METHODS, SSLConfig, class_list, train_ssl
 
 STUDY = "04_embedding_norms"
 PAPER_DATA = "CIFAR-10 and CIFAR-100 (ImageNet-100 for one intervention)"  # named on the first screen
@@ -168,7 +168,7 @@ def resolve(p: dict) -> dict:
     if p.get("dataset_options") is None and s["dataset"] != PROFILES[profile]["dataset"]:
         s["dataset_options"] = {}  # the profile's options belong to the profile's dataset
     if not isinstance(s["dataset_options"], dict):
-        params.fail("dataset_options", s["dataset_options"], "a dict of lib.data.load_dataset options")
+        params.fail("dataset_options", s["dataset_options"], "a dict of lib.core.data.load_dataset options")
     s["methods"] = params.choices("methods", p.get("methods"), METHODS)
     s["interventions"] = _interventions("interventions", s["interventions"])
     s["imbalanced_interventions"] = _interventions("imbalanced_interventions", s["imbalanced_interventions"])
@@ -231,7 +231,7 @@ def _unseen_classes(value, s: dict) -> list[int]:
     """The held-out classes of the OOD runs: None gives :func:`near_ood_classes`; [] no OOD runs."""
     classes = num_classes(s["dataset"], s["dataset_options"])
     if isinstance(classes, bool) or not isinstance(classes, int) or classes < 2:
-        params.fail("dataset_options", s["dataset_options"], "options of lib.data.load_dataset (num_classes >= 2)")
+        params.fail("dataset_options", s["dataset_options"], "options of lib.core.data.load_dataset (num_classes >= 2)")
     if value is None:
         return near_ood_classes(classes)
     unseen = class_list("unseen_classes", value, classes, minimum=0)
@@ -391,7 +391,7 @@ def sphere_configs(s: dict) -> list[SphereConfig]:
 
 
 def convergence_table(runs: list[dict]) -> pd.DataFrame:
-    """One row per starting norm rho, from the runs of :func:`lib.simulations.simulate_sphere` (each its
+    """One row per starting norm rho, from the runs of :func:`lib.ssl.simulations.simulate_sphere` (each its
     config's ``rho`` with its metrics): steps to converge, steps / rho^2, the mean norm at the start and the
     end, its mean growth per step, and the two exact checks (the smallest change of any point's norm in any
     step, the largest |cos| between a point and its gradient)."""
@@ -430,7 +430,7 @@ def latent_table(results: list[dict]) -> pd.DataFrame:
     """One row per (seed, class): weight, count, the class's mean norm at the start and the end, and
     their ratio (the growth, which removes the random input scale ||M c_k|| of each class). ``results``:
     per seed ``class_weights``, ``class_counts`` and ``class_norm_history`` (a run of
-    :func:`lib.simulations.simulate_latent_class`: its config with its metrics)."""
+    :func:`lib.ssl.simulations.simulate_latent_class`: its config with its metrics)."""
     rows = []
     for i, r in enumerate(results):
         start, end = np.asarray(r["class_norm_history"][0]), np.asarray(r["class_norm_history"][-1])
@@ -464,6 +464,11 @@ def data_of(config: dict) -> str:
     if config["imbalance_base"]:
         return "imbalanced"
     return "seen_classes" if config.get("train_classes") else "balanced"
+
+
+def cell_name(config: dict) -> str:
+    """A cell of runs in the tables' words, for the results explorer: "simclr · grad_scale · imbalanced"."""
+    return f"{config['method']} · {intervention_of(config)} · {data_of(config)}"
 
 
 def runs_frame(records: list[dict]) -> pd.DataFrame:
@@ -588,7 +593,7 @@ def latent_rhos(latent: pd.DataFrame) -> dict[int, float]:
 
 def paper_vs_reproduced(fit: dict, convergence: pd.DataFrame, latent: pd.DataFrame, runs: pd.DataFrame,
                         ood_labels: list[str], near: str | None, stand_in: str | None) -> pd.DataFrame:
-    """Every published claim through the verdict engine (lib.verdicts), with seeds as the unit, Holm-corrected as
+    """Every published claim through the verdict engine (lib.core.verdicts), with seeds as the unit, Holm-corrected as
     one family: (d) the norm as a confidence score (per-seed Spearman rho of norm and correctness) and as an OOD
     score (per-seed AUROC gain of training over initialisation: an ordering already there at initialisation is
     not learned), (c) each intervention's kNN gain over the default (difference of seed means), (b) the latent

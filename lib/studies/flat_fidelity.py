@@ -1,17 +1,17 @@
 """How study 5's runs differ from FLAT's code (Junya-Chen/FlatCLR): its fidelity table, in the columns of
-:mod:`lib.fidelity`, built from the run configs, the study's settings and its data."""
+:mod:`lib.studies.fidelity`, built from the run configs, the study's settings and its data."""
 from __future__ import annotations
 
 import pandas as pd
 import torch
 
-from lib import params
-from lib.augment import draw_simclr_params
-from lib.data import DATASETS, data_shape, get_dataset
-from lib.fidelity import STAND_INS, constants, fidelity_frame, row, scale_reason
-from lib.optim import LARS, lr_formula, scaled_lr
-from lib.resnet import BasicBlock
-from lib.ssl import SSLConfig, build_model, training_indices
+from lib.core import params
+from lib.core.augment import draw_simclr_params
+from lib.core.data import DATASETS, data_shape, get_dataset
+from lib.core.optim import LARS, lr_formula, scaled_lr
+from lib.ssl.resnet import BasicBlock
+from lib.ssl.training import SSLConfig, build_model, training_indices
+from lib.studies.fidelity import STAND_INS, constants, fidelity_frame, row, scale_reason
 from lib.studies.flatnce_batch import LR_RULES
 
 # The files of FLAT's code read for study 5 (no licence: read, never copied).
@@ -67,7 +67,7 @@ def flat_fidelity_table(configs, settings: dict | None = None, *, data_root: str
     network and optimiser they build, so a changed parameter shows up as a difference.
 
     The first config gives the model, training and evaluation rows; the losses, batch sizes and seeds
-    are read across ``configs``. Its dataset is loaded (``lib.data.get_dataset`` from ``data_root``) for
+    are read across ``configs``. Its dataset is loaded (``lib.core.data.get_dataset`` from ``data_root``) for
     the image count and the input statistics. ``settings`` names the profile, whose reason is given
     for differences of scale. Where FLAT's code leaves a setting to the command line, the original is
     its default in ``main.py``.
@@ -125,7 +125,7 @@ def flat_fidelity_table(configs, settings: dict | None = None, *, data_root: str
              else "projector_hidden / projector_dim set for this run"),
         row("input normalisation", "the training images' own statistics: " + constants(ds.mean, ds.std),
              constants(FLAT_MEAN, FLAT_STD), "models/resnet.py (NormalizeByChannelMeanStd, cifar10)", "[code]",
-             "lib.ssl normalises with the loaded training images' statistics; the first convolution has no bias "
+             "our training normalises with the loaded training images' statistics; the first convolution has no bias "
              "and a BatchNorm follows it, so a common input scale cancels"
              + (f" (FLAT's std constants are {FLAT_STD[0] / ds.std[0]:.2f}× the red channel's pixel std here)"
                 if c.dataset == "cifar10" else "")),
@@ -148,7 +148,7 @@ def flat_fidelity_table(configs, settings: dict | None = None, *, data_root: str
         row("schedule", "per step: linear warm-up to lr at its last step, then cosine to 0",
              "per step: linear warm-up from 0, then cosine to 1e-6",
              "optimizer/load_optimizer_scheduler.py (LambdaLR, stepped every iteration); optimizer/cos_anneal.py",
-             "[code]", "lib.optim.warmup_cosine (shared with study 4): the warm-up is one step ahead of FLAT's and "
+             "[code]", "optim.warmup_cosine (shared with study 4): the warm-up is one step ahead of FLAT's and "
                        "the cosine ends at 0 instead of 1e-6"),
         row("warm-up", f"{c.warmup_epochs / c.epochs:.0%} of the epochs", "10% of the epochs",
              "main.py (--warmup_epochs 10, --epochs 100)", "[code]", scale),
@@ -173,9 +173,9 @@ def flat_fidelity_table(configs, settings: dict | None = None, *, data_root: str
         row("colour jitter", f"ColorJitter({', '.join(f'{j:g}' for j in recipe['jitter'])}), p {recipe['jitter_p']:g}",
              "ColorJitter(0.4, 0.4, 0.4, 0.1), p 0.8",
              "data_aug/contrastive_learning_dataset.py (get_dataset: s = 0.5 for cifar10; 0.8s, 0.8s, 0.8s, 0.2s)",
-             "[code]", "lib.augment's jitter changed"),
+             "[code]", "lib.core.augment's jitter changed"),
         row("grayscale", f"p {recipe['grayscale_p']:g}", "p 0.2",
-             "data_aug/contrastive_learning_dataset.py (RandomGrayscale)", "[code]", "lib.augment's grayscale changed"),
+             "data_aug/contrastive_learning_dataset.py (RandomGrayscale)", "[code]", "augment's grayscale changed"),
         row("blur", "none", "none", "data_aug/contrastive_learning_dataset.py (gaussian=False for cifar10; only the "
              "--faster_version loader blurs)", "[code]"),
         # evaluation

@@ -1,6 +1,6 @@
 """Study 5: FlatNCE against InfoNCE across batch sizes (FLAT paper), as run by notebooks/05_flatnce_batch_size.
 
-Design: SimCLR (ResNet-18 with the CIFAR stem and a projector, :func:`lib.ssl.train_ssl`) trained
+Design: SimCLR (ResNet-18 with the CIFAR stem and a projector, :func:`lib.ssl.training.train_ssl`) trained
 with each loss at each batch size for a number of seeds; per run the kNN and linear-probe accuracy
 of the backbone and, per epoch, the InfoNCE value (beside its log(2N - 1) ceiling), the gradient-scale
 factor 1 - e^(-InfoNCE) and the entropy of the softmax over the negatives.
@@ -20,7 +20,7 @@ at the quick profile (5 epochs of 1,024 images) its runs stay at chance (InfoNCE
 log(2N - 1)), and at the cpu profile its summed step size is 83x below FLAT's, whereas
 0.6 x sqrt(B) trained at this scale (the records before issue 17: cpu linear-probe top-1
 45-48% on the CIFAR-10 subset, quick kNN 30-43% on shapes). SimCLR's published square-root base is
-0.075 (:data:`lib.optim.BASE_LR`), 8x smaller. Every table and verdict is per arm; the arms are not
+0.075 (:data:`lib.core.optim.BASE_LR`), 8x smaller. Every table and verdict is per arm; the arms are not
 pooled. ``projector_bn=True`` gives SimCLR's head with BatchNorm [ours].
 
 Decisions where the specification (docs/studies.md, "Study 5") is silent [ours]:
@@ -33,6 +33,9 @@ Decisions where the specification (docs/studies.md, "Study 5") is silent [ours]:
   without the BatchNorm.
 - A custom base rate is no parameter: one ``lr`` cannot mean one thing across arms whose bases are
   in different units (per B / 256, per sqrt(B)); :data:`LR_RULES` holds them.
+
+The module runs past 400 lines because it holds the study's whole analysis: the profiles and their checks, the
+plan, the accuracy tables by batch size, the gradient identity check and the claims that read them together.
 """
 from __future__ import annotations
 
@@ -43,10 +46,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lib import losses, params, ssl, stats, verdicts
-from lib.data import DATASETS
-from lib.optim import BASE_LR, OPTIMIZERS, lr_formula
-from lib.ssl import SSLConfig, train_ssl
+from lib.core import losses, params, stats, verdicts
+from lib.core.data import DATASETS
+from lib.core.optim import BASE_LR, OPTIMIZERS, lr_formula
+from lib.ssl import training as ssl
+from lib.ssl.training import SSLConfig, train_ssl
 from lib.studies import common
 
 STUDY = "05_flatnce_batch_size"
@@ -66,7 +70,7 @@ DIAGNOSTIC_LABELS = {"info_nce": "InfoNCE (nats)", "grad_scale": "1 - e^(-InfoNC
 PUBLISHED_IMAGENET = {100: (56.74, 54.62), 90: (56.25, 53.98)}
 PUBLISHED_TRANSFER = {"CIFAR-10": 0.28, "CIFAR-100": 0.36, "SUN397": 1.69}
 
-# The learning-rate rules the study runs as arms: the lib.optim.scaled_lr rule of each and its base rate.
+# The learning-rate rules the study runs as arms: the lib.core.optim.scaled_lr rule of each and its base rate.
 # linear: FLAT's 0.3 x B / 256 [code]. sqrt: 0.6 x sqrt(B) [ours], the rate that trains in a few epochs (see
 # the module docstring); SimCLR's published square-root base is 0.075 (Chen et al. 2020, appendix B.1).
 LR_RULES = {"linear": BASE_LR["linear"], "sqrt": 0.6}
@@ -114,7 +118,7 @@ def resolve(p: dict) -> dict:
         s["dataset_options"] = {}  # the profile's options belong to the profile's dataset
     if not isinstance(s["dataset_options"], dict) or (s["dataset"] != "shapes" and s["dataset_options"]):
         params.fail("dataset_options", s["dataset_options"],
-                    "a dict of lib.data.load_dataset options ({} unless shapes)")
+                    "a dict of lib.core.data.load_dataset options ({} unless shapes)")
     sizes = s["batch_sizes"]
     if (not isinstance(sizes, (list, tuple)) or not sizes or len(set(sizes)) != len(sizes)
             or any(isinstance(b, bool) or not isinstance(b, int) or b < 2 for b in sizes)):
@@ -147,6 +151,11 @@ def plan(s: dict) -> list[SSLConfig]:
                                 "device")}
     return [SSLConfig(**shared, lr=LR_RULES[rule], lr_scaling=rule, batch_size=b, loss=loss, seed=seed)
             for b in s["batch_sizes"] for rule in s["lr_rules"] for loss in s["losses"] for seed in range(s["seeds"])]
+
+
+def cell_name(config: dict) -> str:
+    """A cell of runs in the study's words, for the results explorer: "flatnce · B 128 · linear rule"."""
+    return f"{config['loss']} · B {config['batch_size']} · {config['lr_scaling']} rule"
 
 
 def check_batch_sizes(s: dict, train_images: int) -> int:
@@ -290,13 +299,13 @@ def gradient_identity_error(n: int = 8, dim: int = 16, temperature: float = 0.1,
     """Largest relative deviation of the library's losses from FlatNCE's gradient identity.
 
     Per anchor, grad FlatNCE_i = grad InfoNCE_i / (1 - e^(-l_i)) [code], with l_i anchor i's InfoNCE.
-    Checked through :func:`lib.losses.flat_nce` and :func:`lib.losses.info_nce` themselves, on random
+    Checked through :func:`lib.core.losses.flat_nce` and :func:`lib.core.losses.info_nce` themselves, on random
     float64 projections ``[n, dim]`` of two views, with l_i the 2n per-anchor terms written from
-    :func:`lib.losses.pair_logits` (softmax cross-entropy with the positive first). The largest of four
+    :func:`lib.core.losses.pair_logits` (softmax cross-entropy with the positive first). The largest of four
     relative deviations:
 
     - the per-anchor terms are the library's InfoNCE: mean_i l_i = info_nce (and = the InfoNCE a run
-      reports, :func:`lib.ssl.nce_diagnostics`), mean_i grad l_i = grad info_nce;
+      reports, :func:`lib.ssl.training.nce_diagnostics`), mean_i grad l_i = grad info_nce;
     - the identity: grad flat_nce = mean_i grad l_i / (1 - e^(-l_i)). The weights differ from
       anchor to anchor, so a FlatNCE equal to InfoNCE up to any constant factor fails it.
     """
@@ -370,7 +379,7 @@ def end_difference(runs: pd.DataFrame, rule: str, loss: str, small: int, large: 
 
 
 def paper_vs_reproduced(out: dict, s: dict, identity_error: float) -> pd.DataFrame:
-    """Every published claim through the verdict engine (lib.verdicts), seeds as the unit, Holm-corrected as one
+    """Every published claim through the verdict engine (lib.core.verdicts), seeds as the unit, Holm-corrected as one
     family, per learning-rate rule (the quantity starts with the arm's name, :data:`ARM_LABELS`): FlatNCE -
     InfoNCE on the linear probe averaged over the batch sizes (the central claim, FLAT's arm first) and at each
     batch size, the same on kNN, and whether the gain is largest at the smallest batch (gain at the smallest

@@ -17,9 +17,9 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from lib import params, stats, verdicts
-from lib.cff import CFFConfig, train_cff
-from lib.losses import MARGIN_MODES, STABILIZERS
+from lib.cff.training import CFFConfig, train_cff
+from lib.core import params, stats, verdicts
+from lib.core.losses import MARGIN_MODES, STABILIZERS
 from lib.studies import common
 from lib.studies.common import (
     sweep_options,  # noqa: F401  (run_sweep's options: part of every study's interface)
@@ -63,7 +63,7 @@ TREND_EPOCHS = 8  # the trajectory's growth is judged on the slope over its last
 PUBLISHED_GRAD_RATIO = 4.0  # layer-0 gradient norm, subtract / clamp [summary]; the epoch it was measured at is unknown
 FAMILY = "study 1"  # its claims are Holm-corrected together
 EQUIVALENCE_MARGIN = 1.0  # top-1 points: a mean difference below one point does not matter [ours]
-# The published claims, declared once: lib.verdicts tests each on seed-level observations.
+# The published claims, declared once: lib.core.verdicts tests each on seed-level observations.
 CLAIMS = {
     "vr": verdicts.Claim("VR = Var(clamp)/Var(subtract), a seed's twins averaged", "variance_ratio", 5.90,
                          "[paper]", FAMILY, published_n=7,
@@ -265,7 +265,7 @@ def published_design_check() -> verdicts.Assessment:
 
 
 def paper_vs_reproduced(out: dict, trajectory: dict | None = None) -> pd.DataFrame:
-    """Every claim of :data:`CLAIMS` through the verdict engine (lib.verdicts) on seed-level observations
+    """Every claim of :data:`CLAIMS` through the verdict engine (lib.core.verdicts) on seed-level observations
     (a seed's detach and direct twins averaged: :func:`seed_level`), Holm-corrected as one family, then our
     checks: the twins themselves, the layer-0 CAR against the paper's, the seeds of subtract that match 11
     of clamp (11 / VR), the trajectory's slope and the paper's own F-test with seeds as the unit.

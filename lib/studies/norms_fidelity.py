@@ -1,5 +1,6 @@
 """How study 4's runs and simulations differ from the NORMS authors' code (Andrew-Draganov/SSLEmbeddingNorms):
-its fidelity table, in the columns of :mod:`lib.fidelity`, built from the run configs and the study's settings."""
+its fidelity table, in the columns of :mod:`lib.studies.fidelity`, built from the run configs and the study's
+settings."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -7,12 +8,12 @@ from typing import Any
 
 import pandas as pd
 
-from lib import params
-from lib.fidelity import fidelity_frame, row, scale_reason
-from lib.optim import lr_formula
-from lib.simulations import LATENT_SIMULATIONS, LatentClassConfig
-from lib.ssl import SSLConfig
+from lib.core import params
+from lib.core.optim import lr_formula
+from lib.ssl.simulations import LATENT_SIMULATIONS, LatentClassConfig
+from lib.ssl.training import SSLConfig
 from lib.studies.embedding_norms import data_of, intervention_of
+from lib.studies.fidelity import fidelity_frame, row, scale_reason
 
 # The files of Andrew-Draganov/SSLEmbeddingNorms that study 4 follows.
 NORMS_FILES = ("CLA/experiments/model_comparison.py", "CLA/training/models.py", "CLA/training/training_loop.py",
@@ -78,7 +79,7 @@ def _norms_model_rows(simclr, simsiam, scale: str) -> list[dict]:
                  "losses.py (symmetric_attractive_loss, t = 1); models.py (SimSiam.forward: detach)", "[code]"),
             row("SimSiam optimiser", f"SGD, momentum {simsiam.momentum:g}, no Nesterov", "SGD, momentum 0.9, Nesterov",
                  "simsiam_default.yml (nesterov: True); training_loop.py (train_simsiam)", "[code]",
-                 "lib.optim's SGD has no Nesterov option"),
+                 "lib.core.optim's SGD has no Nesterov option"),
             row("SimSiam weight decay", f"{simsiam.weight_decay:g}", "0.0005", "simsiam_default.yml", "[code]",
                  "set for this run"),
             row("SimSiam learning rate", lr_formula(simsiam.lr, simsiam.lr_scaling), "0.05 × B / 256",

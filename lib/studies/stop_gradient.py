@@ -1,9 +1,9 @@
 """Study 6: frustration and stop-gradient in a minimal model of collapse (COLLAPSE), notebook 06.
 
 The model is our reconstruction from the paper's published claims, not its equations [ours]; the
-formulas are in ``lib/collapse.py`` and ``lib/collapse_theory.py``. One run of one of four experiments
-(embedding, head, teacher_student, real) is a :class:`lib.collapse_train.CollapseConfig`, trained by
-:func:`lib.collapse_train.train_collapse`; this module holds the study's settings, its plan (every r x
+formulas are in ``lib/collapse/model.py`` and ``lib/collapse/theory.py``. One run of one of four experiments
+(embedding, head, teacher_student, real) is a :class:`lib.collapse.training.CollapseConfig`, trained by
+:func:`lib.collapse.training.train_collapse`; this module holds the study's settings, its plan (every r x
 seed x experiment and mode; with ``slow_head_rate`` > 0, stop-gradient runs with that slower head rate
 are added [ours]), the tables of its records, their analysis and the verdicts.
 """
@@ -14,10 +14,11 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from lib import collapse, params, verdicts
-from lib.collapse_train import EXPERIMENTS as EXPERIMENTS  # the study's experiments, re-exported
-from lib.collapse_train import HEAD_MODES, MIN_STEPS, CollapseConfig, train_collapse
-from lib.data import DATASETS
+from lib.collapse import model as collapse
+from lib.collapse.training import EXPERIMENTS as EXPERIMENTS  # the study's experiments, re-exported
+from lib.collapse.training import HEAD_MODES, MIN_STEPS, CollapseConfig, train_collapse
+from lib.core import params, verdicts
+from lib.core.data import DATASETS
 
 STUDY = "06_stop_gradient_collapse"
 PAPER_DATA = "a minimal model whose equations are not public (ours is a reconstruction)"  # first screen
@@ -126,6 +127,14 @@ def _factors(c: dict) -> dict:
     no_head = c.get("mode") is None  # fields an experiment does not read are None (records before 2: absent)
     return dict(experiment=c["experiment"], mode="none" if no_head else c["mode"], r=c["r"], seed=c["seed"],
                 head_rate=np.nan if no_head else c["head_rate"])
+
+
+def cell_name(config: dict) -> str:
+    """A cell of runs in the study's words, for the results explorer: "head · sg · r 0.25" (the head's rate
+    where it is not 1)."""
+    f = _factors(config)
+    rate = "" if f["mode"] == "none" or f["head_rate"] == 1 else f" · head rate {f['head_rate']:g}"
+    return f"{f['experiment']} · {f['mode']} · r {f['r']:g}{rate}"
 
 
 def runs_frame(records: list[dict]) -> pd.DataFrame:
@@ -238,7 +247,7 @@ BY_CONSTRUCTION = "by construction of our reconstruction: the check is that simu
 FAMILY = "study 6"  # its claims are Holm-corrected together
 DECADES = 1.0  # the paper gives no size: one decade (x10) of label separation is our smallest effect of interest
 RECONSTRUCTION = "[paper/summary] claim, [ours] model and size"  # the model is our reconstruction of the paper's
-# The published claims, declared once: lib.verdicts tests each on seed-level observations.
+# The published claims, declared once: lib.core.verdicts tests each on seed-level observations.
 CLAIMS = {
     "stop_gradient": verdicts.Claim(
         "teacher–student: stop-gradient keeps the labels apart: log10 separation end / start, with SG - without, "
@@ -269,7 +278,7 @@ def log_ratios(runs: pd.DataFrame, experiment: str, column: str = "min_label_dis
 
 
 def paper_vs_reproduced(out: dict, s: dict) -> pd.DataFrame:
-    """The paper's claims through the verdict engine (lib.verdicts), seeds as the unit, Holm-corrected as one
+    """The paper's claims through the verdict engine (lib.core.verdicts), seeds as the unit, Holm-corrected as one
     family: stop-gradient keeps the labels apart (teacher–student, the central claim; and the shared head), and
     the collapse comes only with frustration (the embedding model). The model is our reconstruction of the
     paper's (docs/studies.md): the claims say so. Then our checks: rates and spectra against our closed forms

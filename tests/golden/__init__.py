@@ -2,7 +2,7 @@
 
 ``metrics_before_issue15.json`` holds each run's config, training function and metrics, recorded at
 the commit it names (before the issue-15 redesign) with one torch thread, and ``exact_on``: the
-numerics (``lib.results.numerics_differences``'s keys) under which today's code gives those metrics
+numerics (``lib.run.results.numerics_differences``'s keys) under which today's code gives those metrics
 bit for bit. Where the numerics differ, float32 kernels sum in another order and each number is
 compared within a tolerance instead (:func:`out_of_tolerance`), from ``drift.json``, which
 ``python -m tests.golden`` measures on the ``exact_on`` machine:
@@ -44,8 +44,8 @@ from pathlib import Path
 
 import torch
 
-from lib.config import build, call
-from lib.results import _normalize, environment, hardware
+from lib.core.config import build, call
+from lib.run.results import _normalize, environment, hardware
 
 HERE = Path(__file__).parent
 GOLDEN = json.loads((HERE / "metrics_before_issue15.json").read_text())
@@ -71,17 +71,17 @@ DISCRETE = re.compile(r"top1|top5|accuracy|correct|count")  # fractions or count
 def train_golden(name: str, seed_offset: int = 0) -> dict:
     """Train the golden run ``name`` (its seed moved by ``seed_offset``) through today's API on one thread;
     its metrics as JSON would hold them (non-finite numbers as strings), wall-clock seconds (``*_s``) left out."""
-    from lib.batched import train_cff_seeds
-    from lib.cff import CFFConfig, train_cff
-    from lib.collapse_train import train_collapse
-    from lib.ssl import train_ssl
+    from lib.cff.batched import train_cff_seeds
+    from lib.cff.training import CFFConfig, train_cff
+    from lib.collapse.training import train_collapse
+    from lib.ssl.training import train_ssl
 
     golden = GOLDEN["runs"][name]
     train, config = golden["train"], dict(golden["config"], seed=golden["config"]["seed"] + seed_offset)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        if train == "lib.batched:train_cff_seeds":  # its cell: the seeds recorded with it, trained together
+        if train == "lib.batched:train_cff_seeds":  # (names as recorded, before issue 28) its cell: trained together
             cell = [dict(g["config"], seed=g["config"]["seed"] + seed_offset)
                     for g in GOLDEN["runs"].values() if g["train"] == train]
             metrics = train_cff_seeds([CFFConfig.from_legacy(c) for c in cell], device="cpu")[cell.index(config)]

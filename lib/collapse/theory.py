@@ -1,4 +1,4 @@
-"""Closed forms and rates of the embedding-only collapse model (:mod:`lib.collapse`), equal classes.
+"""Closed forms and rates of the embedding-only collapse model (:mod:`lib.collapse.model`), equal classes.
 
 The flow is linear and splits into sectors:
 
@@ -25,7 +25,7 @@ import math
 import numpy as np
 import torch
 
-from lib.collapse import DTYPE, Attachment, clean_class_means, frustrated_per_class, min_label_distance
+from lib.collapse.model import DTYPE, Attachment, clean_class_means, frustrated_per_class, min_label_distance
 
 
 def slow_rate(r: float, gamma: float = 1.0) -> float:

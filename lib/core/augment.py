@@ -116,7 +116,7 @@ JITTER_OPS = ("brightness", "contrast", "saturation", "hue")
 #   contrast, saturation, hue: the NORMS authors' CLA/utils/data_utils.py (get_transforms) [code].
 JITTER_MODES = ("joint", "separate")
 _JITTER_IDENTITY = (1.0, 1.0, 1.0, 0.0)  # the factor of each op that leaves an image unchanged
-_LUMA = (0.299, 0.587, 0.114)  # ITU-R BT.601, as lib.data and PIL's "L" mode
+_LUMA = (0.299, 0.587, 0.114)  # ITU-R BT.601, as lib.core.data and PIL's "L" mode
 
 
 class SimCLRParams(NamedTuple):

@@ -5,7 +5,7 @@ Backbone quality: :func:`embed` (frozen features of unaugmented images), :func:`
 features, trained to convergence). Norm diagnostics (NORMS, study 4): :func:`row_norms`,
 :func:`class_mean_norms`, :func:`knn_correct` and :func:`norm_buckets` (the norm as confidence),
 :func:`recalibrate_batchnorm`, :func:`project`, and :func:`norm_diagnostics`, which also scores
-unseen sets (the norm as an in-distribution score, :func:`lib.stats.auroc_test`), as
+unseen sets (the norm as an in-distribution score, :func:`lib.core.stats.auroc_test`), as
 :func:`initial_ood_scores` does for the untrained model.
 """
 from __future__ import annotations
@@ -18,9 +18,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from lib.augment import normalize
-from lib.data import get_dataset
-from lib.stats import auroc_test, rank_correlation
+from lib.core.augment import normalize
+from lib.core.data import get_dataset
+from lib.core.stats import auroc_test, rank_correlation
 
 # The backbone metrics a run reports, and the norm metrics study 4's runs add: NaN when a run diverged.
 BACKBONE_METRICS = ("knn_top1", "probe_top1", "probe_top5", "probe_objective")
@@ -254,7 +254,7 @@ def evaluate(model: nn.Module, ds, x_train: torch.Tensor, y_train: torch.Tensor,
     features of the unaugmented training (``x_train``, ``y_train``) and test images (:func:`run_test_set`)
     and, when ``c.diagnostics == "norms"``, :func:`norm_diagnostics`. First, when ``c.recalibrate_bn``, every
     BatchNorm is re-estimated on the unaugmented training images (:func:`recalibrate_batchnorm`).
-    ``c`` is the run's :class:`lib.ssl.SSLConfig`."""
+    ``c`` is the run's :class:`lib.ssl.training.SSLConfig`."""
     device = x_train.device
     if c.recalibrate_bn:
         _recalibrate(model, ds, x_train)

@@ -1,12 +1,12 @@
 """Progress bars, one way for every loop: a bar over a sweep's runs, fed by each run's training steps.
 
-    sweep = progress.Sweep(len(todo), "margin_factorial [quick]")   # lib.sweep: the runs to train
+    sweep = progress.Sweep(len(todo), "margin_factorial [quick]")   # lib.run.sweep: the runs to train
     with progress.reporting(sweep.listener(run_id)):                 # a run in this process ...
         train(config)                                                # ... whose loop calls steps()
     sweep.finished(run_id)
     sweep.close()
 
-    bar = progress.steps(total_steps, "cff seed 3", enabled)         # a training loop (lib.cff, lib.ssl)
+    bar = progress.steps(total_steps, "cff seed 3", enabled)  # a training loop (lib.cff.training, lib.ssl.training)
     bar.update(); bar.close()
 
 A training loop reports its steps through :func:`steps`. Inside a sweep (:func:`reporting` set, in this

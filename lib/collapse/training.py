@@ -8,8 +8,8 @@ Four experiments, one record per (experiment, mode, r, seed):
 * ``teacher_student`` -- a linear student on the inputs of a linear teacher, sg and no_sg.
 * ``real`` -- the same student on real images (digits or MNIST) with a fraction r of each class frustrated.
 
-The model is in :mod:`lib.collapse`, its closed forms in :mod:`lib.collapse_theory`, the student in
-:mod:`lib.collapse_student`.
+The model is in :mod:`lib.collapse.model`, its closed forms in :mod:`lib.collapse.theory`, the student in
+:mod:`lib.collapse.student`.
 """
 from __future__ import annotations
 
@@ -20,9 +20,12 @@ import time
 import numpy as np
 import torch
 
-from lib import collapse, collapse_student, collapse_theory, params
-from lib.config import Config
-from lib.data import DATASETS, get_dataset
+from lib.collapse import model as collapse
+from lib.collapse import student as collapse_student
+from lib.collapse import theory as collapse_theory
+from lib.core import params
+from lib.core.config import Config
+from lib.core.data import DATASETS, get_dataset
 
 EXPERIMENTS = ("embedding", "head", "teacher_student", "real")
 HEAD_MODES = ("sg", "no_sg")  # a head with stop-gradient | without: gradients flow into the targets
@@ -63,7 +66,7 @@ class CollapseConfig(Config):
     gamma: float = 1.0  # γ: the gradient-flow rate
     dt: float = 0.1  # the time step; a block's gradient-descent learning rate is its rate times dt
     readout_noise: float = 0.05  # std of a fixed Gaussian noise added to predictions before the nearest-label readout
-    dataset: str = "digits"  # the real experiment's images (lib.data.DATASETS)
+    dataset: str = "digits"  # the real experiment's images (lib.core.data.DATASETS)
     mode: str | None = "sg"  # the head's gradients: HEAD_MODES
     head_init: float | None = 1.0  # W(0) = head_init * I [ours]
     head_rate: float | None = 10.0  # W's rate in units of γ [ours]: the head adapts faster than the embeddings

@@ -2,11 +2,11 @@
 
 ``train_cff(config)`` is the whole method in one readable function: a checked :class:`CFFConfig` goes
 in, a metrics dict comes out. The epoch loop (:func:`train_epochs`) runs S seeds at once, so that
-``lib.batched.train_cff_seeds`` shares it with S = 1 here; only the step differs.
+``lib.cff.batched.train_cff_seeds`` shares it with S = 1 here; only the step differs.
 
 Settings with a named alternative (CFF's code first, our earlier choice second):
-- ``init``: "cff" | "trunc_normal" (``lib.models``).
-- ``normalization``: "fixed" -- the dataset's constants (``lib.data.DATASETS``; CFF's for CIFAR) -- or
+- ``init``: "cff" | "trunc_normal" (``lib.cff.model``).
+- ``normalization``: "fixed" -- the dataset's constants (``lib.core.data.DATASETS``; CFF's for CIFAR) -- or
   "subset", the loaded training images' own statistics.
 - ``eval_protocol``: "cff" -- as CFF's main_CFF.py: after every epoch the stage-1 loss of each layer is
   scored on two augmented views of the held-out split, the encoder of the epoch with the lowest
@@ -28,6 +28,10 @@ Decisions where the sources are silent [ours]:
   scoring the validation loss leaves training's random numbers as they were.
 
 Speed measurements and the alternatives tried are in docs/notes/cff.md.
+
+The module runs past 400 lines because it is the whole method: the config (one commented line per field), the
+model and optimiser built from it, the step, the epoch loop, the probe and the trainer; the reusable pieces
+live in lib.core and lib.cff.diagnostics.
 """
 from __future__ import annotations
 
@@ -41,14 +45,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from lib import params
-from lib.augment import DISTORTION_LEVELS, augment, distort, normalize
-from lib.config import Config
-from lib.data import DATASETS, ImageDataset, check_dataset, data_shape, get_dataset
-from lib.diagnostics import clamp_activation_rate, positive_pair_density
-from lib.losses import MARGIN_MODES, STABILIZERS, margin_schedule, margin_supcon
-from lib.models import INITS, CFFViT
-from lib.progress import steps as step_bar
+from lib.cff.diagnostics import clamp_activation_rate, positive_pair_density
+from lib.cff.model import INITS, CFFViT
+from lib.core import params
+from lib.core.augment import DISTORTION_LEVELS, augment, distort, normalize
+from lib.core.config import Config
+from lib.core.data import DATASETS, ImageDataset, check_dataset, data_shape, get_dataset
+from lib.core.losses import MARGIN_MODES, STABILIZERS, margin_schedule, margin_supcon
+from lib.core.progress import steps as step_bar
 
 NORMALIZATIONS = ("fixed", "subset")
 EVAL_PROTOCOLS = ("cff", "clean")
@@ -60,7 +64,7 @@ LEGACY_SETTINGS = {"init": "trunc_normal", "normalization": "subset", "eval_prot
 class CFFConfig(Config):
     """One CFF run, checked on construction: a bad field raises ParameterError naming it."""
 
-    dataset: str = "cifar10"          # a name from lib.data.DATASETS [paper]
+    dataset: str = "cifar10"          # a name from lib.core.data.DATASETS [paper]
     dataset_options: dict = dataclasses.field(default_factory=dict)  # load_dataset options, e.g. {"difficulty": 0.3}
     train_subset: int = 0             # use only this many training images (0 = all) [ours]
     seed: int = 0
@@ -79,7 +83,7 @@ class CFFConfig(Config):
     weight_decay: float = 0.01        # PyTorch's AdamW default, as in CFF's code [code]
     padding: int | None = None        # crop padding; None: the dataset's registry entry [code]/[ours]
     flip: bool | None = None          # horizontal flips; None: the dataset's registry entry [code]/[ours]
-    aug_level: int = 0                # extra augmentation before the crop/flip (lib.augment.distort): 0 .. 4 [ours]
+    aug_level: int = 0                # extra augmentation before the crop/flip (augment.distort): 0 .. 4 [ours]
     init: str = "cff"                 # cff: position std 1, attention as nn.MultiheadAttention [code] | trunc_normal
     normalization: str = "fixed"      # fixed: the dataset's constants, CFF's for CIFAR [code] | subset: its own stats
     eval_protocol: str = "cff"        # cff: best-validation encoder, probe on augmented views [code] | clean
@@ -196,7 +200,7 @@ def new_model(ds: ImageDataset, c: CFFConfig, device: str | torch.device = "cpu"
 def new_optimizer(parameters, c: CFFConfig) -> torch.optim.AdamW:
     """The run's optimiser: AdamW at ``c.lr`` and ``c.weight_decay`` over ``parameters`` (one model's, or a
     cell's stacked ones: AdamW acts element by element, so one optimiser over all equals one per layer, as
-    CFF has, and one per seed, as lib.batched needs)."""
+    CFF has, and one per seed, as lib.cff.batched needs)."""
     return torch.optim.AdamW(parameters, lr=c.lr, weight_decay=c.weight_decay)
 
 
@@ -373,7 +377,7 @@ def train_cff(config: CFFConfig, *, data_root: str | None = None, device: str = 
     and layer ``loss``, ``car`` (clamp activation rate) and ``grad_norm`` (L2 norm of the layer's loss
     gradient w.r.t. its own parameters), averaged over the epoch's steps, and ``val_loss`` (the layer's
     loss on the validation split after the epoch). ``progress``: the bar of the training steps
-    (``lib.progress.steps``; None: in a notebook or on a terminal; within a sweep, the sweep's bar).
+    (``lib.core.progress.steps``; None: in a notebook or on a terminal; within a sweep, the sweep's bar).
     ``device`` is where the model and batches live (random numbers are drawn on the CPU either way).
     """
     c = config

@@ -1,5 +1,5 @@
 """Results store: one JSON record per training run, written atomically, plus one CSV table
-per (study, profile). It is one long module because the record schema, the run id's hashing and the
+per (study, profile). It runs past 400 lines because the record schema, the run id's hashing and the
 atomic writes are one contract, documented here together.
 
 Layout under a results ``root``::
@@ -13,7 +13,7 @@ store has the same layout under ``<results>/variants/<variant>/`` (``variant_roo
 writes a canonical path. A variant reuses a run the canonical store has by copying its record
 (``copy_finished``).
 
-A run is identified by its config (a typed config of ``lib.config`` or its dict form):
+A run is identified by its config (a typed config of ``lib.core.config`` or its dict form):
 ``run_id = config_hash(config)``, the first 16 hex chars of the SHA-256 of ``config_json(config)``.
 Study and profile are not part of the hash; they select the folder. Put everything that makes runs
 differ (seed, dataset, hyper-parameters) in the config: ``write`` refuses a ``seed``/``dataset``
@@ -89,7 +89,7 @@ Errors: an ``OSError`` while writing (read-only folder, disk full, ...) is raise
 ``ResultsStoreError`` naming the path and the cause; the target file is then unchanged and no
 temporary file is left behind. A writer killed mid-write (SIGKILL, a dead node) cannot clean up:
 its temporary file ``.<name>.<host>.<pid>.<random>.tmp`` stays, is never read as a record, and
-``remove_stale_temp_files`` (``lib.sweep.run_sweep`` calls it first) deletes those whose process
+``remove_stale_temp_files`` (``lib.run.sweep.run_sweep`` calls it first) deletes those whose process
 on this host is gone. Another host's are left alone: whether their writer lives is not known here.
 """
 from __future__ import annotations
@@ -111,7 +111,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from lib.config import as_dict
+from lib.core.config import as_dict
 
 SCHEMA_VERSION = 2
 LEGACY_SCHEMAS = (1,)  # upgraded by ResultsStore.migrate

@@ -1,19 +1,19 @@
 """Self-supervised training of studies 4 and 5: SimCLR and SimSiam, one config and one trainer.
 
 :class:`SSLConfig` holds every setting of a run, each default in one place; ``train_ssl(config)``
-trains it and returns its metrics. The loss is chosen by name from :data:`lib.losses.SSL_LOSSES`;
-the network (:class:`lib.resnet.SimCLRNet` or :class:`lib.resnet.SimSiamNet`) by ``method``; the
-interventions of study 4 (cut-initialisation, GradScale: :mod:`lib.interventions`), its imbalanced
-subsets (:func:`lib.data.imbalanced_indices`), its class-restricted training for the near-OOD test and its
+trains it and returns its metrics. The loss is chosen by name from :data:`lib.core.losses.SSL_LOSSES`;
+the network (:class:`lib.ssl.resnet.SimCLRNet` or :class:`lib.ssl.resnet.SimSiamNet`) by ``method``; the
+interventions of study 4 (cut-initialisation, GradScale: :mod:`lib.ssl.interventions`), its imbalanced
+subsets (:func:`lib.core.data.imbalanced_indices`), its class-restricted training for the near-OOD test and its
 unseen-set scoring are config fields, and so are the NORMS authors' training details (``zero_init_residual``,
 ``color_jitter``, ``micro_batch``).
 ``diagnostics`` says what a run measures: ``nce`` (study 5) InfoNCE, its gradient scale and the
 negatives' entropy per step; ``norms`` (study 4) the loss and the embeddings' norm and spread per
-step, and the norm diagnostics of :func:`lib.evaluation.norm_diagnostics` at the end.
+step, and the norm diagnostics of :func:`lib.ssl.evaluation.norm_diagnostics` at the end.
 
 The module is over 400 lines because it is the whole method: the config (a third of it, one commented
 line per field), the network and optimiser built from it, the step, the epoch loop and the trainer;
-the reusable pieces live in lib.optim, lib.evaluation, lib.interventions and lib.losses.
+the reusable pieces live in lib.core.optim, lib.ssl.evaluation, lib.ssl.interventions and lib.core.losses.
 
 Decisions where the specification (docs/studies.md) is silent [ours]:
 - Every training image is used (no validation split): nothing is selected on held-out data.
@@ -34,16 +34,16 @@ from typing import Callable, Sequence
 import torch
 import torch.nn as nn
 
-from lib import params
-from lib.augment import JITTER_MODES, simclr_views
-from lib.config import Config
-from lib.data import DATASETS, ImageDataset, check_dataset, get_dataset, imbalanced_indices, num_classes
-from lib.evaluation import BACKBONE_METRICS, NORM_METRICS, evaluate, initial_ood_scores, row_norms
-from lib.interventions import cut_init, grad_scale
-from lib.losses import SSL_LOSSES, pair_logits
-from lib.optim import LR_SCALINGS, OPTIMIZERS, make_optimizer, param_groups, scaled_lr, warmup_cosine
-from lib.progress import steps as step_bar
-from lib.resnet import RESNET_WIDTHS, SimCLRNet, SimSiamNet, first_stage_channels
+from lib.core import params
+from lib.core.augment import JITTER_MODES, simclr_views
+from lib.core.config import Config
+from lib.core.data import DATASETS, ImageDataset, check_dataset, get_dataset, imbalanced_indices, num_classes
+from lib.core.losses import SSL_LOSSES, pair_logits
+from lib.core.optim import LR_SCALINGS, OPTIMIZERS, make_optimizer, param_groups, scaled_lr, warmup_cosine
+from lib.core.progress import steps as step_bar
+from lib.ssl.evaluation import BACKBONE_METRICS, NORM_METRICS, evaluate, initial_ood_scores, row_norms
+from lib.ssl.interventions import cut_init, grad_scale
+from lib.ssl.resnet import RESNET_WIDTHS, SimCLRNet, SimSiamNet, first_stage_channels
 
 METHODS = ("simclr", "simsiam")
 DIAGNOSTICS = ("nce", "norms")
@@ -57,8 +57,8 @@ class SSLConfig(Config):
     overrides the NORMS authors' settings (``lib.studies.embedding_norms.METHOD_SETTINGS``)."""
 
     method: str = "simclr"              # simclr | simsiam: the network (SimSiam's has a predictor)
-    loss: str = "infonce"               # a name in lib.losses.SSL_LOSSES; simsiam needs a loss taking predictions
-    dataset: str = "cifar10"            # a name from lib.data.DATASETS
+    loss: str = "infonce"               # a name in lib.core.losses.SSL_LOSSES; simsiam needs a loss taking predictions
+    dataset: str = "cifar10"            # a name from lib.core.data.DATASETS
     dataset_options: dict = dataclasses.field(default_factory=dict)  # load_dataset options, e.g. {"image_size": 32}
     train_subset: int = 0               # use only the first this many training images (0 = all) [ours]
     imbalance_base: float = 0.0         # 0: balanced; >= 1: class i keeps floor(n_i * base^-i) [code]
@@ -72,7 +72,7 @@ class SSLConfig(Config):
     epochs: int = 100                   # FLAT [code]
     batch_size: int = 256
     optimizer: str = "lars"             # lars | sgd | adam (FLAT: lars [code]; NORMS: sgd [code])
-    lr: float = 0.3                     # base rate, scaled by lr_scaling (FLAT: 0.3 [code]; lib.optim.BASE_LR)
+    lr: float = 0.3                     # base rate, scaled by lr_scaling (FLAT: 0.3 [code]; lib.core.optim.BASE_LR)
     lr_scaling: str = "linear"          # linear: lr * B / 256 (FLAT [code]); sqrt: lr * sqrt(B); none: lr
     momentum: float = 0.9               # lars and sgd
     weight_decay: float = 1e-6          # FLAT and NORMS' SimCLR [code]; NORMS' SimSiam 5e-4 [code]
@@ -156,14 +156,15 @@ class SSLConfig(Config):
             object.__setattr__(self, "train_classes",
                                class_list("train_classes", self.train_classes, classes, minimum=2))
         if not isinstance(self.ood, (list, tuple)):
-            params.fail("ood", self.ood, 'a list of {"dataset": name from lib.data.DATASETS, "dataset_options": {...}}')
+            params.fail("ood", self.ood,
+                        'a list of {"dataset": name from lib.core.data.DATASETS, "dataset_options": {...}}')
         object.__setattr__(self, "ood", [_ood_spec(entry) for entry in self.ood])
         if self.ood and self.diagnostics != "norms":
             params.fail("ood", self.ood, "[] unless diagnostics is norms (unseen sets are scored by their norms)")
 
     @classmethod
     def from_legacy(cls, values: dict) -> "SSLConfig":
-        """Today's config of a record written by ``lib.ssl.train_simclr`` (study 5) or
+        """Today's config of a record written by ``lib.ssl.training.train_simclr`` (study 5) or
         ``lib.norms.train_norms`` (study 4), or of one in today's form. Fields added since take their
         defaults, which are the settings those runs had (issue 17's ``zero_init_residual``,
         ``color_jitter``, ``micro_batch``, ``train_classes``), except ``projector_bn``: a record without
@@ -188,7 +189,7 @@ class SSLConfig(Config):
 def _ood_spec(entry) -> dict:
     """An unseen set: a dataset's test images, of the listed ``classes`` only when the entry has them
     (the near-OOD test: a training set's held-out classes)."""
-    allowed = ('a list of {"dataset": name from lib.data.DATASETS, "dataset_options": {...}, '
+    allowed = ('a list of {"dataset": name from lib.core.data.DATASETS, "dataset_options": {...}, '
                '"classes": [class indices] (optional)}')
     if (not isinstance(entry, dict) or set(entry) - {"dataset", "dataset_options", "classes"}
             or "dataset" not in entry):
@@ -226,7 +227,7 @@ def build_model(c: SSLConfig, channels: int) -> nn.Module:
 
 
 def build_optimizer(model: nn.Module, c: SSLConfig, lr: float) -> torch.optim.Optimizer:
-    """:func:`lib.optim.make_optimizer` on the model; SimSiam's predictor joins as groups marked
+    """:func:`lib.core.optim.make_optimizer` on the model; SimSiam's predictor joins as groups marked
     ``fixed_lr`` when ``fixed_predictor_lr`` (the schedule then leaves them at ``lr``)."""
     fixed = c.method == "simsiam" and c.fixed_predictor_lr
     scheduled = nn.ModuleList([model.backbone, model.projector]) if fixed else model
@@ -433,7 +434,7 @@ def start_run(c: SSLConfig, data_root: str | None) -> tuple[ImageDataset, torch.
 def training_indices(c: SSLConfig, ds: ImageDataset) -> torch.Tensor:
     """Indices of the training images a run uses: the first ``train_subset`` (0: all), of those the
     images of ``train_classes`` (when given), then, when ``imbalance_base``, their imbalanced subset
-    (:func:`lib.data.imbalanced_indices`)."""
+    (:func:`lib.core.data.imbalanced_indices`)."""
     n = len(ds.y_train) if not c.train_subset else min(c.train_subset, len(ds.y_train))
     keep = torch.arange(n)
     if c.train_classes:
@@ -444,11 +445,11 @@ def training_indices(c: SSLConfig, ds: ImageDataset) -> torch.Tensor:
 
 
 def train_ssl(config: SSLConfig, *, data_root: str | None = None, progress: bool | None = None) -> dict:
-    """Train one SimCLR or SimSiam run, then evaluate it (:func:`lib.evaluation.evaluate`).
+    """Train one SimCLR or SimSiam run, then evaluate it (:func:`lib.ssl.evaluation.evaluate`).
 
     The interventions apply in this order: cut-initialisation once, after the seeded initialisation;
     GradScale in every step. A run with unseen sets (``ood``) scores them first on the untrained
-    model as training starts (:func:`lib.evaluation.initial_ood_scores`: ``auroc_init_<label>`` ...),
+    model as training starts (:func:`lib.ssl.evaluation.initial_ood_scores`: ``auroc_init_<label>`` ...),
     then on the trained one. Metrics: ``status`` ("ok" or "diverged"), the evaluation (NaN when
     diverged), per-epoch ``curves`` of :func:`step_diagnostics` and ``lr``, ``steps``,
     ``train_images``, ``lr`` (the scaled base rate), timings ``train_s`` and ``eval_s``; with
@@ -456,7 +457,7 @@ def train_ssl(config: SSLConfig, *, data_root: str | None = None, progress: bool
     log(2N - 1), ``info_nce_final`` and ``grad_scale_final`` (the last epoch's); with ``norms``
     ``norm_per_step`` (mean ||z|| of each step's batch, before its update) and ``step_s`` (seconds
     per training step). ``eval_s`` counts the scoring at initialisation too. ``progress``: the bar of the
-    training steps (``lib.progress.steps``; None: in a notebook or on a terminal; within a sweep, the sweep's).
+    training steps (``lib.core.progress.steps``; None: in a notebook or on a terminal; within a sweep, the sweep's).
     """
     c = config
     t_start = time.perf_counter()

@@ -1,4 +1,4 @@
-"""A linear student of the collapse model (:mod:`lib.collapse`): sample embeddings made from inputs.
+"""A linear student of the collapse model (:mod:`lib.collapse.model`): sample embeddings made from inputs.
 
 Sample embeddings are produced by a linear student, u_i = S x_i, with learnable labels v and the head
 W. A linear teacher A (D x n, orthonormal columns) makes the inputs: a clean input is A e_y + noise, a
@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import torch
 
-from lib.collapse import (
+from lib.collapse.model import (
     DTYPE,
     MODES,
     Attachment,

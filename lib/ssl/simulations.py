@@ -19,10 +19,10 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from lib import params
-from lib.config import Config, build
-from lib.evaluation import class_mean_norms, row_norms
-from lib.losses import info_nce
+from lib.core import params
+from lib.core.config import Config, build
+from lib.core.losses import info_nce
+from lib.ssl.evaluation import class_mean_norms, row_norms
 
 
 def sphere_convergence(radii: Sequence[float], *, pairs: int = 500, dim: int = 20, lr: float = 10.0,
@@ -189,7 +189,7 @@ def latent_class_simulation(class_weights: Sequence[float] = (1, 2, 4, 8), *, se
       (:func:`in_batch_positives`, :func:`positive_mask`, :func:`in_batch_pair_loss`);
     - ``dataset`` (ours): each step draws ``batch_size`` anchors uniformly from all points, each paired
       with another random point of its class anywhere in the data, and takes the cross-view
-      :func:`lib.losses.info_nce` of the anchors' and the positives' embeddings.
+      :func:`lib.core.losses.info_nce` of the anchors' and the positives' embeddings.
 
     Seed s draws its data, batches and positives from its own generator and its initialisation from
     ``torch.manual_seed(s)``, so its result does not depend on the other seeds (up to float rounding:
@@ -372,7 +372,7 @@ def simulate_latent_classes(configs: list, *, data_root: str | None = None, devi
     faster per seed than one by one), as one metrics dict per config: ``class_counts`` [K],
     ``class_norm_history`` [epochs + 1][K] and ``final_loss``. A seed's numbers agree with its run alone up
     to float rounding (:func:`latent_class_simulation`). ``data_root``, ``device`` and ``progress``: the
-    interface of a batched training function (``lib.sweep``); it runs on the CPU."""
+    interface of a batched training function (``lib.run.sweep``); it runs on the CPU."""
     typed = [build(simulate_latent_class, c) if isinstance(c, dict) else c for c in configs]
     first = typed[0]
     if any(c.replace(seed=first.seed) != first for c in typed):

@@ -4,7 +4,7 @@ Each finished run is written to the results store the moment it ends, so a sweep
 loses only the runs in flight, and running it again does exactly what is missing.
 
 On the CPU, runs go to a pool of processes with the cores divided among them. On a GPU, a
-``batched_fn`` (e.g. ``lib.batched.train_cff_seeds``) trains the seeds of each cell as one stacked
+``batched_fn`` (e.g. ``lib.cff.batched.train_cff_seeds``) trains the seeds of each cell as one stacked
 model: the paper's model is far too small to fill a GPU on its own. It falls back to training the
 seeds one by one only for what that is for, and says so in each record's ``extra.batched``.
 :class:`RecordRun` is the same run-and-record step as one task of a Slurm array (``lib.dispatch``).
@@ -25,10 +25,10 @@ from typing import Callable
 import submitit
 import torch
 
-from lib.config import as_dict, call
-from lib.progress import Sweep, reporting
-from lib.rerun import rerun_command, train_function_name
-from lib.results import ResultsStore, utc_now
+from lib.core.config import as_dict, call
+from lib.core.progress import Sweep, reporting
+from lib.run.provenance import rerun_command, train_function_name
+from lib.run.results import ResultsStore, utc_now
 
 
 def run_one(train_fn: Callable, config, data_root: str | None,
@@ -165,7 +165,7 @@ def run_sweep(store: ResultsStore, configs: list[dict], train_fn: Callable, *, w
     ``workers > 1`` runs configs in that many processes, with the machine's cores divided among
     them so that they do not fight over threads. With ``batched_fn`` (meant for a GPU ``device``) the
     seeds of each cell run as one batched model instead, in this process. Records are written by this
-    process only. ``progress``: the bar over the runs (``lib.progress``; None: in a notebook or on a
+    process only. ``progress``: the bar over the runs (``lib.core.progress``; None: in a notebook or on a
     terminal), which every run's steps move as they train, in this process or in a worker.
     """
     if not (isinstance(workers, int) and workers >= 1):

@@ -4,7 +4,7 @@ Conventions: ``z`` holds the 2N stacked view features ``[view1; view2]`` (rows a
 ``labels`` their 2N class labels; features are L2-normalised inside the loss.
 
 The self-supervised losses take the two views apart, ``z1`` and ``z2`` ([N, dim] each, row i of
-both from image i), and :data:`SSL_LOSSES` names them for :func:`lib.ssl.train_ssl`: adding a loss is
+both from image i), and :data:`SSL_LOSSES` names them for :func:`lib.ssl.training.train_ssl`: adding a loss is
 one function here and one entry there.
 """
 from __future__ import annotations
@@ -166,7 +166,7 @@ def flat_nce(z1: torch.Tensor, z2: torch.Tensor, temperature: float = 0.1) -> to
     The value is exactly 1; the gradient is mean_i grad v_i. Since InfoNCE's l_i = log(1 + e^{v_i})
     (= softplus v_i), grad l_i = (1 - e^{-l_i}) grad v_i: per anchor, FlatNCE's gradient is InfoNCE's
     divided by 1 - e^{-l_i}, which keeps it from vanishing as l_i -> 0. Its value says nothing of
-    training: InfoNCE on the same batch is :func:`lib.ssl.nce_diagnostics`' ``info_nce``. A non-finite
+    training: InfoNCE on the same batch is :func:`lib.ssl.training.nce_diagnostics`' ``info_nce``. A non-finite
     v_i gives a non-finite loss.
     """
     positive, negatives = pair_logits(z1, z2, temperature)
@@ -224,7 +224,7 @@ class SSLLoss:
     ``fn(z1, z2, temperature)`` on the two views' projections, or, with ``predictions``,
     ``fn(p1, p2, z1, z2)`` on the predictor outputs and projections of SimSiam's network;
     ``negatives``: it contrasts each pair with the batch's other samples (InfoNCE's per-step
-    diagnostics, :func:`lib.ssl.nce_diagnostics`, apply). Returns the scalar to backpropagate.
+    diagnostics, :func:`lib.ssl.training.nce_diagnostics`, apply). Returns the scalar to backpropagate.
     """
 
     fn: Callable[..., torch.Tensor]

@@ -2,7 +2,7 @@
 config between its typed form (what a training function takes) and its record form (a JSON dict).
 
 A config class subclasses :class:`Config`, declares its fields with their defaults (the one place a
-default lives) and checks them in ``__post_init__``, raising :class:`lib.params.ParameterError` that
+default lives) and checks them in ``__post_init__``, raising :class:`lib.core.params.ParameterError` that
 names the field. A training function takes it as its first parameter, ``config``, annotated with the
 class: ``train_cff(config: CFFConfig, *, data_root=None, device="cpu", progress=None) -> dict``. That
 annotation is how the sweep, ``lib.rerun`` and ``lib.migrate`` rebuild a config from a record.
@@ -17,7 +17,7 @@ import dataclasses
 import typing
 from typing import Any, Callable
 
-from lib import params
+from lib.core import params
 
 
 @dataclasses.dataclass(frozen=True)

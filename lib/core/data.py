@@ -7,7 +7,7 @@ lines because each source's loader and its validation live beside the registry t
 
 Every dataset comes back as one :class:`ImageDataset` holding the full train and test splits as
 ``uint8 [N, C, H, W]`` tensors, so that training loops index batches and augment them on the
-device (:mod:`lib.augment`) instead of decoding images one by one.
+device (:mod:`lib.core.augment`) instead of decoding images one by one.
 
 Sources, per the project's profiles (docs/studies.md, "Profiles"):
 
@@ -32,8 +32,8 @@ from typing import Callable
 import numpy as np
 import torch
 
-from lib import params
-from lib.config import as_dict
+from lib.core import params
+from lib.core.config import as_dict
 
 _SHAPES_DEFAULTS = {"num_classes": 10, "difficulty": 0.3, "n_train": 5000, "n_test": 1000, "seed": 0}
 
@@ -146,7 +146,7 @@ class ImageDataset:
 
     ``x_*`` are ``uint8 [N, C, H, W]`` (square images), ``y_*`` are ``int64 [N]`` labels in
     ``[0, num_classes)``. ``mean``/``std`` are the per-channel statistics of ``x_train`` in
-    [0, 1] units (population std), for :func:`lib.augment.normalize`. ``source`` says where the
+    [0, 1] units (population std), for :func:`lib.core.augment.normalize`. ``source`` says where the
     arrays came from, so that a notebook can print it.
     """
 

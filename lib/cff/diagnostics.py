@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from lib.losses import positive_mask
+from lib.core.losses import positive_mask
 
 
 @torch.no_grad()

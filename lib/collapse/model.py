@@ -29,7 +29,7 @@ weight 1, a label w_b; this is plain gradient descent with one learning rate per
 so a clean sample relaxes to its label, a frustrated one to the mean label v_bar, and a label to
 (1 - r) c_b + r f_bar (c_b: mean of its clean samples, f_bar: mean of all frustrated samples).
 
-The flow is linear; its closed form (sectors, rates, propagators) is in :mod:`lib.collapse_theory`.
+The flow is linear; its closed form (sectors, rates, propagators) is in :mod:`lib.collapse.theory`.
 
 The head and stop-gradient
 --------------------------
@@ -47,12 +47,12 @@ W c_a = v_a, W f = v_bar and W v_a = (1 - r) c_a + r f_bar, hence::
 
 W^2 has eigenvalue 1 on the mean direction and 1 - r on the n - 1 class directions, and the fixed
 points form a continuum at any scale: class separation stays finite. W's rate is gamma * head_rate / N and
-W starts at head_init * I [ours]; the defaults of ``lib.collapse_train.CollapseConfig``, W(0) = I (the head starts
+W starts at head_init * I [ours]; the defaults of ``lib.collapse.training.CollapseConfig``, W(0) = I (the head starts
 as the no-head model) and head_rate = 10, let W reach its fixed point before the labels have shrunk much. With a
 slow head the class directions shrink at the slow rate while W adapts, and for larger r some are lost on the way (a
 dimensional collapse): stop-gradient prevents collapse only if the head keeps up.
 
-Embeddings made by a linear student from inputs (a teacher's, or real images) are in :mod:`lib.collapse_student`.
+Embeddings made by a linear student from inputs (a teacher's, or real images) are in :mod:`lib.collapse.student`.
 
 Integration. One step of size dt of the flow x' = F(x): "euler" x + dt F(x) with the hand-written F
 (``flow``); "gd" the same step with F from autograd on ``loss`` -- plain gradient descent with learning

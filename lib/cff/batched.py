@@ -6,7 +6,7 @@ S times the kernel-launch overhead. Here the S models' parameters are stacked al
 dimension (``torch.func.stack_module_state``) and the forward pass and loss are ``vmap``-ed over it
 (``torch.func.functional_call`` on a stateless base module), so one set of kernels runs all S seeds.
 On a CPU there is nothing to gain -- the cores are already busy with one model and vmap only adds
-bookkeeping -- and separate processes (``lib.sweep``'s workers) are the better tool.
+bookkeeping -- and separate processes (``lib.run.sweep``'s workers) are the better tool.
 
 API::
 
@@ -16,7 +16,7 @@ API::
                              stabilizer=..., temperature=...)  # views [S, 2B, C, H, W], labels [S, 2B]
     model_s = unstack_seed(base, params, s)                    # a normal CFFViT, e.g. for the probe
 
-Why one batched step equals S separate ``lib.cff.cff_step`` calls (in exact arithmetic):
+Why one batched step equals S separate ``lib.cff.training.cff_step`` calls (in exact arithmetic):
 
 - Forward and loss: ``vmap`` runs, for each seed s, exactly ``cff_step``'s computation -- the
   layer-local forward ``model(views, local=True)``, the mean over tokens and ``margin_supcon`` with
@@ -46,7 +46,7 @@ any output.
 
 Divergence: the step is all-or-nothing. If any seed's loss is non-finite, ``batched_cff_step``
 returns None and updates nothing -- in a batched cell one diverging seed stops the step for all
-seeds -- and ``train_cff_seeds`` returns None; ``lib.sweep`` then trains the cell's seeds one by one,
+seeds -- and ``train_cff_seeds`` returns None; ``lib.run.sweep`` then trains the cell's seeds one by one,
 which records the diverging seed as "diverged" and lets the others finish.
 """
 from __future__ import annotations
@@ -59,10 +59,18 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, stack_module_state, vmap
 
-from lib.cff import CFFConfig, evaluate_run, layer_losses, new_model, new_optimizer, split_indices, train_epochs
-from lib.data import get_dataset
-from lib.losses import margin_schedule, margin_supcon
-from lib.models import CFFViT
+from lib.cff.model import CFFViT
+from lib.cff.training import (
+    CFFConfig,
+    evaluate_run,
+    layer_losses,
+    new_model,
+    new_optimizer,
+    split_indices,
+    train_epochs,
+)
+from lib.core.data import get_dataset
+from lib.core.losses import margin_schedule, margin_supcon
 
 
 def stack_seeds(models: list[CFFViT]) -> tuple[CFFViT, dict[str, torch.Tensor]]:
@@ -103,7 +111,7 @@ def batched_forward(base: CFFViT, params: dict[str, torch.Tensor], images: torch
 def batched_cff_step(base: CFFViT, params: dict[str, torch.Tensor], optimizer: torch.optim.Optimizer,
                      views: torch.Tensor, labels: torch.Tensor, margins: list[float], *, margin_mode: str,
                      stabilizer: str, temperature: float) -> torch.Tensor | None:
-    """One layer-local CFF step for S seeds at once: ``lib.cff.cff_step`` vmapped over the seeds.
+    """One layer-local CFF step for S seeds at once: ``lib.cff.training.cff_step`` vmapped over the seeds.
 
     ``views`` is ``[S, 2B, C, H, W]`` (seed s's stacked ``[view1; view2]``), ``labels`` ``[S, 2B]``;
     ``optimizer`` must hold the stacked tensors of ``params`` and act element-wise (AdamW does).
@@ -147,7 +155,7 @@ def batched_cff_step(base: CFFViT, params: dict[str, torch.Tensor], optimizer: t
 
 @torch.no_grad()
 def stacked_clamp_activation_rate(z: torch.Tensor, labels: torch.Tensor, margin: float) -> torch.Tensor:
-    """``lib.diagnostics.clamp_activation_rate`` for each seed of stacked features, as one computation.
+    """``lib.cff.diagnostics.clamp_activation_rate`` for each seed of stacked features, as one computation.
 
     ``z`` is ``[S, 2B, E]``, ``labels`` ``[S, 2B]``; returns float64 ``[S]`` (NaN for a seed whose batch
     has no positive pair). Same formula, without a host sync per seed and layer.
@@ -186,7 +194,7 @@ def unstack_seed(base: CFFViT, params: dict[str, torch.Tensor], s: int) -> CFFVi
 
 def train_cff_seeds(configs: list[CFFConfig], *, data_root: str | None = None, device: str = "cuda",
                     progress: bool | None = None) -> list[dict] | None:
-    """``lib.cff.train_cff`` for the seeds of one cell at once, as one stacked model on ``device``.
+    """``lib.cff.training.train_cff`` for the seeds of one cell at once, as one stacked model on ``device``.
 
     ``configs`` differ only in ``seed``. Each seed keeps its own generator and global seed, so its
     initialisation, split, data order and augmentation are exactly those ``train_cff`` draws; the
