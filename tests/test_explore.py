@@ -109,8 +109,9 @@ def test_cell_labels_name_the_fewest_factors_that_tell_cells_apart_and_stay_shor
 
 @pytest.mark.parametrize("number", ["04", "05", "06"])
 def test_studies_whose_configs_differ_in_many_settings_name_their_cells_in_their_own_words(number):
-    """Studies 4-6 (cell differences of up to 580 characters at some profiles) name each cell by cell_name: short, whole (no cut,
-    no number), one name per cell, and the cell's whole config difference stays beside it as its settings."""
+    """Studies 4-6 (cell differences of up to 580 characters at some profiles) name each cell by cell_name: short,
+    whole (no cut, no number), one name per cell, and the cell's whole config difference stays beside it as its
+    settings."""
     from lib.explore import CELL_LABEL_CHARS, records_frames
 
     study = find_study(number)
