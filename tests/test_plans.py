@@ -1,0 +1,51 @@
+"""Every study and profile plans the run ids it planned when tests/golden/plans.json was written (issue 28:
+moving code must not move a run). A run id is the hash of its config, so a changed id means a changed run:
+where that is meant (a study's design changed), write the file again and say why in the commit:
+
+    python -m tests.test_plans      # rewrites tests/golden/plans.json from today's plans
+"""
+import hashlib
+import json
+import sys
+
+import pytest
+
+from lib import PROJECT_ROOT
+from lib.core.params import PROFILE_NAMES
+from lib.notebook import resolve_command
+from lib.run.results import config_hash
+from lib.studies import STUDIES
+
+PLANS = PROJECT_ROOT / "tests" / "golden" / "plans.json"
+
+
+def fingerprint(number: str, profile: str) -> list:
+    """[number of runs, a hash of their sorted run ids] of a study's plan at a profile's own settings (no data
+    loaded: the plan before a study's check_data narrows it to the datasets at hand)."""
+    study = STUDIES[number]
+    settings, _ = resolve_command(study, profile=profile, parameters={})
+    ids = sorted(config_hash(c) for c in study.module.plan(settings))
+    return [len(ids), hashlib.sha256(" ".join(ids).encode()).hexdigest()[:16]]
+
+
+def todays_plans() -> dict:
+    return {f"{number} {profile}": fingerprint(number, profile) for number in STUDIES for profile in PROFILE_NAMES}
+
+
+RECORDED = json.loads(PLANS.read_text()) if PLANS.exists() else {}
+
+
+@pytest.mark.parametrize("key", sorted(RECORDED))
+def test_every_study_and_profile_plans_the_runs_it_planned(key):
+    number, profile = key.split()
+    assert fingerprint(number, profile) == RECORDED[key], (
+        f"study {number}'s {profile} plan moved: its run ids changed (see this module's docstring)")
+
+
+def test_the_file_covers_every_study_and_profile():
+    assert set(RECORDED) == {f"{n} {p}" for n in STUDIES for p in PROFILE_NAMES}
+
+
+if __name__ == "__main__":
+    PLANS.write_text(json.dumps(todays_plans(), indent=1, sort_keys=True) + "\n")
+    sys.exit(0)
