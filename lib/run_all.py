@@ -97,7 +97,9 @@ def recorded_of_plan(job: Job, study: Study, *, profile: str, results_dir: str) 
 
 class LocalKernelManager(AsyncKernelManager):
     """The notebooks' kernel over local sockets (IPC) in the system's temporary folder, where jupyter_client
-    removes them at shutdown: no network port, and no warning from the kernel that TCP traffic is unencrypted."""
+    removes them at shutdown: no network port, and no warning from the kernel that TCP traffic is unencrypted.
+    Shut down without the interrupt jupyter_client sends first: the render has run every cell by then, and a
+    SIGINT landing while the kernel is idle only prints "KeyboardInterrupt caught in kernel" on the terminal."""
 
     @default("transport")
     def _default_transport(self):
@@ -106,6 +108,10 @@ class LocalKernelManager(AsyncKernelManager):
     @default("ip")
     def _default_ip(self):
         return os.path.join(tempfile.gettempdir(), f"companion-kernel-{uuid.uuid4().hex[:12]}")
+
+    async def _async_interrupt_kernel(self) -> None:
+        if not self.shutting_down:  # a user's interrupt still reaches the kernel
+            await super()._async_interrupt_kernel()
 
 
 def render(notebook: Path, *, profile: str, results_dir: str = "results", parameters: dict | None = None,

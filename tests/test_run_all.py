@@ -79,3 +79,22 @@ def test_the_terminal_says_what_each_notebook_will_train(results, monkeypatch, c
     counts = re.search(r"01_margin_factorial.ipynb: (\d+) of (\d+) runs recorded, (\d+) to train", out)
     recorded, planned, to_train = map(int, counts.groups())
     assert 0 < recorded < planned and recorded + to_train == planned
+
+
+def test_the_render_kernel_shuts_down_without_the_interrupt_that_only_logs_on_the_terminal(monkeypatch):
+    """jupyter_client interrupts a kernel before every shutdown; after the last cell that SIGINT can only make
+    ipykernel print "KeyboardInterrupt caught in kernel". The render's manager leaves it out then, and only then."""
+    import asyncio
+
+    from jupyter_client import AsyncKernelManager
+
+    sent = []
+
+    async def interrupt(self):
+        sent.append(self.shutting_down)
+    monkeypatch.setattr(AsyncKernelManager, "_async_interrupt_kernel", interrupt)
+    manager = run_all.LocalKernelManager()
+    for shutting_down in (True, False):
+        manager.shutting_down = shutting_down
+        asyncio.run(manager._async_interrupt_kernel())
+    assert sent == [False]
