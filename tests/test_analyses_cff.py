@@ -25,8 +25,6 @@ from lib.studies import common, cross_dataset, difficulty_sweep, margin_factoria
 PATTERN = np.array([-1.0, 0.0, 1.0, -1.0, 0.0, 1.0])
 SEEDS = len(PATTERN)
 # Six seeds per arm: a few bootstrap resamples draw one value six times in both arms (no ratio), which
-# bootstrap_ratio_ci drops and announces; expected here.
-pytestmark = pytest.mark.filterwarnings("ignore:bootstrap_ratio_ci")
 
 TRAINING = dict(m0=0.4, m_last=0.1, temperature=0.15, lr=0.004, force=False, device="cpu")
 
