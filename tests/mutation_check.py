@@ -127,7 +127,7 @@ MUTATIONS = (
              ("tests/test_parameters.py::test_every_domain_edge_is_accepted_or_rejected_as_the_reference_says",)),
     # 5. statistics' edge paths
     Mutation("bootstrap_keeps_degenerate", "bootstrap keeps the 0/0 resamples", "lib/core/stats.py",
-             (("        ratios = ratios[~np.isnan(ratios)]\n", ""),),
+             (("    ratios = ratios[~np.isnan(ratios)]  # 0/0: no ratio (see above)\n", ""),),
              ("tests/test_stats.py",)),
     Mutation("anova_empty_cell", "two-way ANOVA fits the interaction model with an empty cell", "lib/core/stats.py",
              (("if n_cells < la * lb:", "if False:"),),
