@@ -265,12 +265,17 @@ def short_cells(cells: list[str], factors: list[str], configs: list[dict]) -> li
     naming = naming_factors(factors, configs)
     short = [", ".join(f"{k}={cut(str(c.get(k)), CELL_VALUE_CHARS)}" for k in naming) or "all runs"
              for c in configs]
-    short = [cut(s, CELL_LABEL_CHARS) for s in short]
-    full_of: dict[str, set[str]] = {}
-    for s, full in zip(short, cells):
-        full_of.setdefault(s, set()).add(full)
-    number = {full: i + 1 for i, full in enumerate(sorted(set(cells)))}
-    return [f"{s} #{number[full]}" if len(full_of[s]) > 1 else s for s, full in zip(short, cells)]
+    return numbered([cut(s, CELL_LABEL_CHARS) for s in short], cells)
+
+
+def numbered(names: list[str], cells: list[str]) -> list[str]:
+    """``names`` of the runs' ``cells``, where one name stands for two cells each of them with its number
+    (#1, #2, ...: the cell's place among all cells), so that no two cells look alike."""
+    cells_of: dict[str, set[str]] = {}
+    for name, cell in zip(names, cells):
+        cells_of.setdefault(name, set()).add(cell)
+    number = {cell: i + 1 for i, cell in enumerate(sorted(set(cells)))}
+    return [f"{name} #{number[cell]}" if len(cells_of[name]) > 1 else name for name, cell in zip(names, cells)]
 
 
 def records_frames(records: list[dict], cell_name: Callable[[dict], str] | None = None) -> dict:
@@ -283,15 +288,8 @@ def records_frames(records: list[dict], cell_name: Callable[[dict], str] | None 
     keys = sorted({k for c in configs for k in c} - {"seed"})
     factors = [k for k in keys if len({c.get(k) for c in configs}) > 1]
     settings = [", ".join(f"{k}={c.get(k)}" for k in factors) or "all runs" for c in configs]
-    if cell_name is None:
-        cells = short_cells(settings, factors, configs)
-    else:
-        cells = [cell_name(r["config"]) for r in records]
-        settings_of: dict[str, set[str]] = {}
-        for cell, full in zip(cells, settings):
-            settings_of.setdefault(cell, set()).add(full)
-        number = {full: i + 1 for i, full in enumerate(sorted(set(settings)))}  # two cells one name: numbered
-        cells = [f"{c} #{number[full]}" if len(settings_of[c]) > 1 else c for c, full in zip(cells, settings)]
+    cells = (short_cells(settings, factors, configs) if cell_name is None
+             else numbered([cell_name(r["config"]) for r in records], settings))
     scalars, curves, layers = [], [], 0
     rows = []
     for rec, cell, full in zip(records, cells, settings):
@@ -376,7 +374,8 @@ def results_explorer(study, *, profile: str | None = None, variant: str | None =
     curves have layers) and the cell; see the per-seed values of every cell and the curves of every run.
     ``profile`` / ``variant``: the first view (default: the first found). ``results_dir`` is relative to
     the project root, as the notebooks' parameter is."""
-    name, cell_name = find_study(study).name, find_study(study).cell_name
+    found_study = find_study(study)
+    name, cell_name = found_study.name, found_study.cell_name
     results = PROJECT_ROOT / results_dir
     found = available(name, results)
     if not found:
