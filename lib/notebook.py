@@ -21,8 +21,6 @@ renders live under ``<results>/variants/<variant>/`` (``lib.run.results.variant_
 from __future__ import annotations
 
 import ast
-import copy
-import functools
 import hashlib
 import html
 import re
@@ -38,6 +36,7 @@ from lib.core import params, verdicts
 from lib.core.config import as_dict
 from lib.core.data import DATASETS, load_datasets
 from lib.core.progress import INJECTED_CELL
+from lib.core.settings import check_variant
 from lib.render import HEADER
 from lib.run.results import ResultsStore, config_json, variant_root
 from lib.run.sweep import run_sweep
@@ -46,21 +45,47 @@ from lib.studies import Study, find_study
 # Parameters that say where and how a run happens, not what it computes: they never make a variant.
 RESERVED = ("profile", "data_root", "download", "results_dir", "variant")  # set by a command's own option, not -p
 OPERATIONAL = ("data_root", "download", "results_dir", "workers", "device", "force", "variant")
-VARIANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
 DERIVED_NAME_MAX = 80  # a longer derived name is cut and ends with a hash of the whole
 
 
-@functools.cache
-def _parameters_cell(notebook: str) -> dict:
-    import papermill
-
-    inspected = papermill.inspect_notebook(str(PROJECT_ROOT / "notebooks" / f"{notebook}.ipynb"))
-    return {name: ast.literal_eval(p["default"]) for name, p in inspected.items()}
-
-
 def notebook_defaults(study: Study) -> dict:
-    """The notebook's ``parameters`` cell as a dict of values (papermill reads it; every default is a literal)."""
-    return copy.deepcopy(_parameters_cell(study.notebook))
+    """The notebook's ``parameters`` cell as a dict of values: its study's settings class's defaults, from which
+    the cell is written (tests/test_settings.py fails when the two differ)."""
+    return study.settings.defaults()
+
+
+PARAMETERS_CELL = re.compile(r'^# %% tags=\["parameters"\]\n(.*?)\n\n(?=# %%)', re.S | re.M)
+
+
+def parameters_cell(study: Study) -> str:
+    """The source of the notebook's ``parameters`` cell (its jupytext ``.py``)."""
+    found = PARAMETERS_CELL.search((PROJECT_ROOT / "notebooks" / f"{study.notebook}.py").read_text())
+    if found is None:
+        raise ValueError(f"notebooks/{study.notebook}.py has no cell tagged parameters")
+    return found[1]
+
+
+def write_parameters_cell(study: Study) -> list[Path]:
+    """Write the study's parameters cell from its settings class into both files of the notebook's pair; returns
+    the files it changed (none when the cell already reads as the class)."""
+    import nbformat
+
+    cell = study.settings.cell()
+    py = PROJECT_ROOT / "notebooks" / f"{study.notebook}.py"
+    text = py.read_text()
+    found = PARAMETERS_CELL.search(text)
+    changed = []
+    if found[1] != cell:
+        py.write_text(text[:found.start(1)] + cell + text[found.end(1):])
+        changed.append(py)
+    ipynb = py.with_suffix(".ipynb")
+    nb = nbformat.read(ipynb, as_version=4)
+    tagged = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    if tagged.source != cell:
+        tagged.source = cell
+        nbformat.write(nb, ipynb)
+        changed.append(ipynb)
+    return changed
 
 
 def check_names(study: Study, names) -> None:
@@ -77,13 +102,6 @@ def injected_names(history: list[str]) -> list[str]:
             names += [t.id for node in ast.parse(source).body if isinstance(node, ast.Assign)
                       for t in node.targets if isinstance(t, ast.Name)]
     return names
-
-
-def check_variant(value) -> str | None:
-    if value is not None and not (isinstance(value, str) and VARIANT_NAME.match(value)):
-        params.fail("variant", value, "None (derived from the overrides) or a name of letters, digits, '.', '_' "
-                                      "and '-', starting with a letter or digit, at most 80 characters")
-    return value
 
 
 def _key(value) -> str:
@@ -312,3 +330,24 @@ def setup(module: ModuleType, namespace: dict, *, precision: int = 3) -> Setup:
                namespace.get("results_dir", "results"))
     display(Markdown(nb.header()), metadata={HEADER: True})  # the reader's copy lifts its first line to the top
     return nb
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m lib.notebook --parameters NN [--write]``: print a study's parameters cell as its settings class
+    declares it, or write it into the notebook's pair (after adding or changing a parameter)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m lib.notebook", description=main.__doc__)
+    parser.add_argument("--parameters", required=True, metavar="STUDY", help="a study number (05) or notebook name")
+    parser.add_argument("--write", action="store_true", help="write the cell into notebooks/<notebook>.py and .ipynb")
+    args = parser.parse_args(argv)
+    study = find_study(args.parameters)
+    if not args.write:
+        print(study.settings.cell())
+        return
+    changed = write_parameters_cell(study)
+    print("\n".join(relative(p) for p in changed) or f"notebooks/{study.notebook}: the cell already reads as the class")
+
+
+if __name__ == "__main__":
+    main()

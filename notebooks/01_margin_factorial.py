@@ -34,21 +34,18 @@
 # %% tags=["parameters"]
 from typing import Optional
 
-# A parameter left as None takes the profile's value, else CFFConfig's default.
-profile: str = "quick"  # smoke | quick | cpu | paper
+profile: str = "quick"  # smoke | quick | cpu | paper: every parameter left as None takes the profile's value
 dataset: Optional[str] = None  # cifar10 | cifar100 | svhn | fashion_mnist | mnist | digits | shapes
 dataset_options: Optional[dict] = None  # load_dataset options, e.g. {"num_classes": 10, "difficulty": 0.3}
-data_root: Optional[str] = None  # folder of <name>.npz arrays; None: $DATA_ROOT, then torchvision's cache
-download: bool = False  # True: torchvision may download a real dataset found nowhere (needs internet)
 seeds: Optional[int] = None  # seeds per factorial cell (paper: 7)
 margin_modes: list = ["clamp", "subtract"]  # margin treatments compared [paper]
 stabilizers: list = ["detach", "direct"]  # logit stabilisers compared [paper]
-m0: Optional[float] = None  # layer-0 margin (CFFConfig: 0.4 [code])
-m_last: Optional[float] = None  # last-layer margin; linear in between (CFFConfig: 0.1 [code])
 dose_m0: float = 0.2  # layer-0 margin of the dose-response probe [summary]
 dose_seeds: Optional[int] = None  # clamp seeds at dose_m0 (0 skips the probe)
 trajectory_seeds: Optional[int] = None  # seeds per arm of the layer-0-alone trajectory runs (0 skips them)
 trajectory_epochs: Optional[int] = None  # epochs of the layer-0-alone trajectory runs
+m0: Optional[float] = None  # layer-0 margin (CFFConfig: 0.4 [code])
+m_last: Optional[float] = None  # last-layer margin; linear in between (CFFConfig: 0.1 [code])
 temperature: Optional[float] = None  # contrastive temperature (CFFConfig: 0.15 [code])
 lr: Optional[float] = None  # AdamW learning rate of every layer (CFFConfig: 0.004 [code])
 layers: Optional[int] = None  # encoder layers (paper: 8)
@@ -64,6 +61,8 @@ normalization: Optional[str] = None  # fixed: the dataset's constants, CFF's for
 eval_protocol: Optional[str] = None  # cff: best-validation encoder, probe on augmented views [code] | clean
 workers: Optional[int] = None  # runs in parallel processes; the cores are divided among them
 device: str = "auto"  # auto | cpu | cuda: on a GPU the seeds of a cell train as one batched model
+data_root: Optional[str] = None  # folder of <name>.npz arrays; None: $DATA_ROOT, then torchvision's cache
+download: bool = False  # True: torchvision may download a real dataset found nowhere (needs internet)
 results_dir: str = "results"  # records and tables go here (relative to the project root)
 variant: Optional[str] = None  # None: canonical results, or results/variants/<name>/ when a parameter is overridden
 force: bool = False  # re-run configs that already have a finished record

@@ -45,13 +45,10 @@
 # %% tags=["parameters"]
 from typing import Optional
 
-# A parameter left as None takes the profile's value, else CFFConfig's default.
-profile: str = "quick"  # smoke | quick | cpu | paper
+profile: str = "quick"  # smoke | quick | cpu | paper: every parameter left as None takes the profile's value
 datasets: Optional[list] = None  # cifar10, cifar100, svhn, fashion_mnist, mnist, shapes10, shapes100, shapes10_easy
 skip_missing: Optional[bool] = None  # True: skip datasets that cannot be found, saying why; False: fail before training
 shapes_options: Optional[dict] = None  # n_train / n_test / seed of the procedural stand-ins
-data_root: Optional[str] = None  # folder of <name>.npz arrays; None: $DATA_ROOT, then torchvision's cache
-download: bool = False  # True: torchvision may download a real dataset found nowhere (needs internet)
 seeds: Optional[int] = None  # seeds per arm and dataset (about 5 reproduce the paper's p-values [ours, inferred])
 margin_modes: list = ["clamp", "subtract"]  # margin treatments compared [paper]
 # One logit stabiliser is enough: it is gradient-neutral.
@@ -73,6 +70,8 @@ normalization: Optional[str] = None  # fixed: the dataset's constants, CFF's for
 eval_protocol: Optional[str] = None  # cff: best-validation encoder, probe on augmented views [code] | clean
 workers: Optional[int] = None  # runs in parallel processes; the cores are divided among them
 device: str = "auto"  # auto | cpu | cuda: on a GPU the seeds of a cell train as one batched model
+data_root: Optional[str] = None  # folder of <name>.npz arrays; None: $DATA_ROOT, then torchvision's cache
+download: bool = False  # True: torchvision may download a real dataset found nowhere (needs internet)
 results_dir: str = "results"  # records and tables go here (relative to the project root)
 variant: Optional[str] = None  # None: canonical results, or results/variants/<name>/ when a parameter is overridden
 force: bool = False  # re-run configs that already have a finished record

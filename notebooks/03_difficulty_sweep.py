@@ -46,12 +46,9 @@
 # %% tags=["parameters"]
 from typing import Optional
 
-# A parameter left as None takes the profile's value, else CFFConfig's default.
-profile: str = "quick"  # smoke | quick | cpu | paper
+profile: str = "quick"  # smoke | quick | cpu | paper: every parameter left as None takes the profile's value
 dataset: Optional[str] = None  # cifar10 | cifar100 | svhn | fashion_mnist | mnist | digits | shapes
 dataset_options: Optional[dict] = None  # lib.core.data.load_dataset options, e.g. {"num_classes": 10} for shapes
-data_root: Optional[str] = None  # folder of <name>.npz arrays; None: $DATA_ROOT, then torchvision's cache
-download: bool = False  # True: torchvision may download a real dataset found nowhere (needs internet)
 knob: Optional[str] = None  # aug_level (augmentation strength, any dataset) | difficulty (shapes only)
 levels: Optional[list] = None  # knob levels, none to severe: aug_level 0..4, difficulty in [0, 1]
 seeds: Optional[int] = None  # seeds per arm and level
@@ -75,6 +72,8 @@ normalization: Optional[str] = None  # fixed: the dataset's constants, CFF's for
 eval_protocol: Optional[str] = None  # cff: best-validation encoder, probe on augmented views [code] | clean
 workers: Optional[int] = None  # runs in parallel processes; the cores are divided among them
 device: str = "auto"  # auto | cpu | cuda: on a GPU the seeds of a cell train as one batched model
+data_root: Optional[str] = None  # folder of <name>.npz arrays; None: $DATA_ROOT, then torchvision's cache
+download: bool = False  # True: torchvision may download a real dataset found nowhere (needs internet)
 results_dir: str = "results"  # records and tables go here (relative to the project root)
 variant: Optional[str] = None  # None: canonical results, or results/variants/<name>/ when a parameter is overridden
 force: bool = False  # re-run configs that already have a finished record

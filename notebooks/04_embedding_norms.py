@@ -79,7 +79,7 @@ radii: Optional[list] = None  # starting norms rho of the pairs (paper: 0.25, 0.
 pairs: Optional[int] = None  # positive pairs (paper: 500)
 sphere_lr: Optional[float] = None  # gradient-descent step (paper: 10 with 500 pairs; steps depend on lr / pairs)
 dim: int = 20  # dimension of the points [code]
-tolerance: float = 1e-3  # converged when the mean cosine reaches 1 - tolerance [code]
+tolerance: float = 0.001  # converged when the mean cosine reaches 1 - tolerance [code]
 # (b) latent classes [code]
 class_weights: list = [1, 2, 4, 8]  # class frequencies, rarest first [code]
 # authors: sigma 1 then back to the sphere, inputs x10, in-batch positives, lr 0.01 [code]; ours: before issue 17
@@ -94,8 +94,6 @@ dataset: Optional[str] = None  # training data: cifar10 | cifar100 | svhn | fash
 # dataset_options, e.g. shapes' {"num_classes": 10, "image_size": 32}
 dataset_options: Optional[dict] = None  # lib.core.data.load_dataset options
 imbalanced_dataset: Optional[str] = None  # data of the imbalanced runs (paper: cifar100)
-data_root: Optional[str] = None  # folder of <name>.npz arrays; None: $DATA_ROOT, then torchvision's cache
-download: bool = False  # True: torchvision may download a real dataset found nowhere (needs internet)
 methods: list = ["simclr", "simsiam"]  # simclr | simsiam
 interventions: Optional[list] = None  # balanced: default | weight_decay | cut_init | grad_scale | cut_init+grad_scale
 imbalanced_interventions: Optional[list] = None  # on the imbalanced subset (the same names; [] for none)
@@ -113,12 +111,12 @@ grad_scale_power: Optional[float] = None  # GradScale power p of the grad_scale 
 grad_scale_recipe: str = "authors"  # authors | ours
 zero_init_residual: bool = True  # each residual branch's last BatchNorm starts at 0 [code]; False: ours before
 color_jitter: str = "separate"  # separate: four RandomApply(p 0.8), one per op [code] | joint: one for all (ours)
-simsiam_micro_batches: int = 8  # SimSiam's gradient summed over this many micro-batches per step [code]; 1: ours
 seeds: Optional[int] = None  # seeds per run
 width_multiplier: Optional[float] = None  # ResNet-18 channel multiplier (paper: 1, 512 features)
 simsiam_dim: Optional[int] = None  # SimSiam projector width D; predictor D -> D/4 -> D (paper: 2048)
 epochs: Optional[int] = None  # training epochs (paper: 512)
 batch_size: Optional[int] = None  # images per batch, two views each (paper: 256)
+simsiam_micro_batches: int = 8  # SimSiam's gradient summed over this many micro-batches per step [code]; 1: ours
 warmup_epochs: Optional[float] = None  # linear warm-up before the cosine schedule (paper: 10)
 probe_steps: Optional[int] = None  # L-BFGS iterations of the linear probe
 # the OOD runs train on the other classes; None: the upper half (CIFAR-10: 5-9); [] for no OOD runs [ours]
@@ -126,6 +124,8 @@ unseen_classes: Optional[list] = None  # held-out classes of the training data: 
 # far-OOD sets of the OOD runs, resized to the training data
 ood: Optional[list] = None  # unseen sets: names or {"dataset": ..., "dataset_options": {...}}
 workers: Optional[int] = None  # runs in parallel processes; the cores are divided among them
+data_root: Optional[str] = None  # folder of <name>.npz arrays; None: $DATA_ROOT, then torchvision's cache
+download: bool = False  # True: torchvision may download a real dataset found nowhere (needs internet)
 results_dir: str = "results"  # records and tables go here (relative to the project root)
 variant: Optional[str] = None  # None: canonical results, or results/variants/<name>/ when a parameter is overridden
 force: bool = False  # re-run configs that already have a finished record

@@ -68,8 +68,6 @@ profile: str = "quick"  # smoke | quick | cpu | paper: every parameter left as N
 dataset: Optional[str] = None  # cifar10 | cifar100 | svhn | fashion_mnist | mnist | digits | shapes
 # dataset_options, e.g. {"num_classes": 10, "image_size": 32}
 dataset_options: Optional[dict] = None  # lib.core.data.load_dataset options for shapes
-data_root: Optional[str] = None  # folder of <name>.npz arrays; None: $DATA_ROOT, then torchvision's cache
-download: bool = False  # True: torchvision may download a real dataset found nowhere (needs internet)
 batch_sizes: Optional[list] = None  # images per step N (2N - 2 negatives per anchor); the paper: 16 ... 4096
 losses: list = ["infonce", "flatnce"]  # contrastive losses compared [paper]
 seeds: Optional[int] = None  # seeds per batch size and loss
@@ -77,13 +75,16 @@ epochs: Optional[int] = None  # training epochs at every batch size (FLAT's code
 warmup_epochs: Optional[float] = None  # linear warm-up epochs, then cosine to 0 (FLAT's code: 10)
 width_multiplier: Optional[float] = None  # ResNet-18 channel multiplier: 512 * width_multiplier features (paper: 1)
 optimizer: Optional[str] = None  # lars | sgd | adam (FLAT's code: lars)
-# learning-rate rules, each an arm: linear: 0.3 × B / 256 (FLAT's code) | sqrt: 0.6 × √B [ours]
-lr_rules: Optional[list] = None
+# learning-rate rules: linear: 0.3 × B / 256 (FLAT's code) | sqrt: 0.6 × √B [ours]
+lr_rules: Optional[list] = None  # each an arm; every table and verdict is per arm
 projector_bn: Optional[bool] = None  # BatchNorm in the projector's hidden layer (FLAT's code: none; SimCLR: yes)
-temperature: Optional[float] = None  # softmax temperature of both losses (None: SSLConfig's 0.1) [code]
+temperature: Optional[float] = None  # softmax temperature of both losses (SSLConfig: 0.1) [code]
 train_subset: Optional[int] = None  # use this many training images (0: all)
+probe_steps: Optional[int] = None  # L-BFGS iterations of the linear probe [ours]
 workers: Optional[int] = None  # runs in parallel processes; the cores are divided among them
 device: str = "auto"  # auto | cpu | cuda: on a GPU the runs go one at a time
+data_root: Optional[str] = None  # folder of <name>.npz arrays; None: $DATA_ROOT, then torchvision's cache
+download: bool = False  # True: torchvision may download a real dataset found nowhere (needs internet)
 results_dir: str = "results"  # records and tables go here (relative to the project root)
 variant: Optional[str] = None  # None: canonical results, or results/variants/<name>/ when a parameter is overridden
 force: bool = False  # re-run configs that already have a finished record

@@ -45,8 +45,7 @@
 # %% tags=["parameters"]
 from typing import Optional
 
-# A parameter left as None takes the profile's value, else the run config's default (CollapseConfig).
-profile: str = "quick"  # smoke | quick | cpu | paper
+profile: str = "quick"  # smoke | quick | cpu | paper: every parameter left as None takes the profile's value
 num_classes: Optional[int] = None  # n: classes, one label embedding each
 embed_dim: Optional[int] = None  # d: embedding dimension (at least num_classes)
 samples_per_class: Optional[int] = None  # m: samples per class; every r * m must be a whole number

@@ -417,8 +417,8 @@ def flatnce_batch(smoke: dict, defaults: dict) -> dict:
         "lr_rules": Choices(("linear", "sqrt"), optional=True),
         "projector_bn": Flag(optional=True),
         "temperature": Number(0.0, low_open=True, optional=True),
-        "train_subset": Integer(0, optional=True), "workers": Integer(1, optional=True),
-        "device": Choice(DEVICES), "force": Flag(),
+        "train_subset": Integer(0, optional=True), "probe_steps": Integer(1, optional=True),
+        "workers": Integer(1, optional=True), "device": Choice(DEVICES), "force": Flag(),
     }
 
 

@@ -238,15 +238,18 @@ def test_a_record_of_the_first_schema_builds_the_config_the_plan_makes():
         assert build(train_collapse, as_dict(config), legacy=True) == config  # today's form migrates to itself
 
 
-def test_every_profile_key_is_a_config_field_or_a_study_setting():
-    import dataclasses
-
-    from lib.collapse.training import CollapseConfig
-
-    fields = {f.name for f in dataclasses.fields(CollapseConfig)}
-    assert set(stop_gradient.FIELDS) <= fields
+def test_every_profile_key_is_a_parameter_and_the_config_fields_reach_every_run():
+    """The model's fields the notebook exposes under CollapseConfig's names, written out; each reaches the runs of
+    the experiments that read it."""
+    exposed = {"num_classes", "embed_dim", "samples_per_class", "gamma", "dt", "steps", "readout_noise", "input_dim",
+               "input_noise", "head_init", "head_rate"}
+    assert set(stop_gradient.Settings.config_fields()) == exposed
     for profile, values in stop_gradient.PROFILES.items():
-        assert set(values) <= set(stop_gradient.FIELDS) | set(stop_gradient.SETTINGS), profile
+        assert set(values) <= set(stop_gradient.Settings.declared), profile
+    s = stop_gradient.resolve({"profile": "smoke", "input_noise": 0.125, "head_init": 0.5})
+    configs = stop_gradient.plan(s)  # a config drops the fields its experiment does not read (None)
+    assert {c.input_noise for c in configs if c.experiment == "teacher_student"} == {0.125}
+    assert {c.head_init for c in configs if c.experiment == "head"} == {0.5}
 
 
 def test_a_parameter_left_as_none_takes_the_profile_then_the_config_default():

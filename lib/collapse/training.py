@@ -20,9 +20,7 @@ import time
 import numpy as np
 import torch
 
-from lib.collapse import model as collapse
-from lib.collapse import student as collapse_student
-from lib.collapse import theory as collapse_theory
+from lib.collapse import model, student, theory
 from lib.core import params
 from lib.core.config import Config
 from lib.core.data import DATASETS, get_dataset
@@ -127,7 +125,7 @@ class CollapseConfig(Config):
             params.fail("r", r, allowed)
         if m:
             try:
-                collapse.frustrated_per_class(m, r)
+                model.frustrated_per_class(m, r)
             except ValueError:
                 params.fail("r", r, allowed)
         return float(r)
@@ -149,10 +147,10 @@ def train_collapse(config: CollapseConfig, *, data_root: str | None = None, prog
 
 def _synthetic_start(c: CollapseConfig):
     """The attachment and the seed's starting embeddings (the same u0, v0 for every r and experiment)."""
-    att = collapse.balanced_attachment(c.num_classes, c.samples_per_class, c.r)
+    att = model.balanced_attachment(c.num_classes, c.samples_per_class, c.r)
     gen = torch.Generator().manual_seed(c.seed)
-    u0, v0 = collapse.init_embeddings(att, c.embed_dim, gen)
-    noise = collapse.readout_noise(att.num_samples, c.embed_dim, c.readout_noise, gen)
+    u0, v0 = model.init_embeddings(att, c.embed_dim, gen)
+    noise = model.readout_noise(att.num_samples, c.embed_dim, c.readout_noise, gen)
     return att, u0, v0, noise
 
 
@@ -174,27 +172,27 @@ def _run_embedding(c: CollapseConfig, data_root) -> dict:
     """GD through autograd, the hand-written flow (Euler: the same steps; RK4) and the closed form."""
     att, u0, v0, noise = _synthetic_start(c)
     kw = dict(mode="none", gamma=c.gamma, dt=c.dt, steps=c.steps, noise=noise)
-    gd = collapse.simulate(att, u0, v0, integrator="gd", **kw)
-    euler = collapse.simulate(att, u0, v0, integrator="euler", record=[c.steps], **kw)
-    rk4 = collapse.simulate(att, u0, v0, integrator="rk4", **kw)
-    closed = collapse_theory.closed_form_min_label_distance(att, u0, v0, c.gamma, gd["t"])
+    gd = model.simulate(att, u0, v0, integrator="gd", **kw)
+    euler = model.simulate(att, u0, v0, integrator="euler", record=[c.steps], **kw)
+    rk4 = model.simulate(att, u0, v0, integrator="rk4", **kw)
+    closed = theory.closed_form_min_label_distance(att, u0, v0, c.gamma, gd["t"])
     r, g, dt = att.r, c.gamma, c.dt
     fit = dict(t_min=FIT_START_GAMMA_T / g)
-    slow, fast = collapse_theory.slow_rate(r, g), collapse_theory.fast_rate(r, g)
+    slow, fast = theory.slow_rate(r, g), theory.fast_rate(r, g)
     closed_arr, rk4_arr = np.asarray(closed), np.asarray(rk4["min_label_distance"])
     resolvable = closed_arr > 1e-10 * closed_arr[0]  # above float64 rounding of the label positions
     return {
         "finite": gd["finite"] and rk4["finite"],
         "r_effective": r,
         "slow_rate_theory": slow,
-        "slow_rate_theory_gd": collapse_theory.euler_rate(slow, dt),
+        "slow_rate_theory_gd": theory.euler_rate(slow, dt),
         "slow_rate_small_r": g * r / 2,
-        "slow_rate_fit_gd": collapse_theory.fit_decay_rate(gd["t"], gd["min_label_distance"], **fit),
-        "slow_rate_fit_rk4": collapse_theory.fit_decay_rate(rk4["t"], rk4["min_label_distance"], **fit),
+        "slow_rate_fit_gd": theory.fit_decay_rate(gd["t"], gd["min_label_distance"], **fit),
+        "slow_rate_fit_rk4": theory.fit_decay_rate(rk4["t"], rk4["min_label_distance"], **fit),
         "fast_rate_theory": fast,
-        "fast_rate_theory_gd": collapse_theory.euler_rate(fast, dt),
-        "fast_rate_fit_gd": collapse_theory.fit_decay_rate(gd["t"], gd["fast_mode_amplitude"]),
-        "fast_rate_fit_rk4": collapse_theory.fit_decay_rate(rk4["t"], rk4["fast_mode_amplitude"]),
+        "fast_rate_theory_gd": theory.euler_rate(fast, dt),
+        "fast_rate_fit_gd": theory.fit_decay_rate(gd["t"], gd["fast_mode_amplitude"]),
+        "fast_rate_fit_rk4": theory.fit_decay_rate(rk4["t"], rk4["fast_mode_amplitude"]),
         "gd_vs_euler_max_abs_diff": max(float((gd[k] - euler[k]).abs().max()) for k in ("u", "v")),
         "rk4_vs_closed_form_max_rel_diff": float(np.max(np.abs(rk4_arr - closed_arr)[resolvable]
                                                         / closed_arr[resolvable])),
@@ -209,30 +207,30 @@ def _run_embedding(c: CollapseConfig, data_root) -> dict:
 def _run_head(c: CollapseConfig, data_root) -> dict:
     """The head model, integrated with the hand-written flow's Euler step (the steps of gradient descent)."""
     att, u0, v0, noise = _synthetic_start(c)
-    tr = collapse.simulate(att, u0, v0, collapse.head_start(c.embed_dim, c.head_init), mode=c.mode, gamma=c.gamma,
+    tr = model.simulate(att, u0, v0, model.head_start(c.embed_dim, c.head_init), mode=c.mode, gamma=c.gamma,
                            dt=c.dt, steps=c.steps, head_rate=c.head_rate, integrator="euler", noise=noise)
     out = {"finite": tr["finite"], "r_effective": att.r, **_curve_scalars(tr),
            "curves": {k: tr[k] for k in ("t", "min_label_distance", "accuracy", "accuracy_noisy")}}
     if tr["finite"]:
-        du, dv, dW = collapse.flow(tr["u"], tr["v"], att, tr["W"], c.mode, c.gamma, c.head_rate)
+        du, dv, dW = model.flow(tr["u"], tr["v"], att, tr["W"], c.mode, c.gamma, c.head_rate)
         out["final_speed"] = float(torch.cat([du.flatten(), dv.flatten(), dW.flatten()]).norm())
         if c.mode == "sg":  # without stop-gradient the labels collapse and their span is ill-defined
-            spectrum = collapse.w2_spectrum(tr["W"], tr["v"])
+            spectrum = model.w2_spectrum(tr["W"], tr["v"])
             out.update(w2_eigenvalues=spectrum["eigenvalues"], w2_mean_direction=spectrum["mean_direction"],
                        w2_class_min=min(spectrum["class_directions"]), w2_class_max=max(spectrum["class_directions"]))
     return out
 
 
 def _run_teacher_student(c: CollapseConfig, data_root) -> dict:
-    att = collapse.balanced_attachment(c.num_classes, c.samples_per_class, c.r)
+    att = model.balanced_attachment(c.num_classes, c.samples_per_class, c.r)
     gen = torch.Generator().manual_seed(c.seed)
-    x, teacher = collapse_student.teacher_inputs(att, c.input_dim, c.input_noise, gen)
+    x, teacher = student.teacher_inputs(att, c.input_dim, c.input_noise, gen)
     # A clean test set from the same teacher: how well the student classifies unseen inputs.
-    test = collapse.balanced_attachment(c.num_classes, c.samples_per_class, 0.0)
-    x_test = (torch.nn.functional.one_hot(test.labels, c.num_classes).to(collapse.DTYPE) @ teacher.T
+    test = model.balanced_attachment(c.num_classes, c.samples_per_class, 0.0)
+    x_test = (torch.nn.functional.one_hot(test.labels, c.num_classes).to(model.DTYPE) @ teacher.T
               + c.input_noise / math.sqrt(c.input_dim) * torch.randn(test.num_samples, c.input_dim, generator=gen,
-                                                                     dtype=collapse.DTYPE))
-    tr = collapse_student.train_student(x, att, dim=c.embed_dim, mode=c.mode, gamma=c.gamma, dt=c.dt, steps=c.steps,
+                                                                     dtype=model.DTYPE))
+    tr = student.train_student(x, att, dim=c.embed_dim, mode=c.mode, gamma=c.gamma, dt=c.dt, steps=c.steps,
                                         head_init=c.head_init, head_rate=c.head_rate, readout_std=c.readout_noise,
                                         generator=gen, x_test=x_test, y_test=test.labels)
     return {"finite": tr["finite"], "r_effective": att.r, "num_classes": att.num_classes, **_curve_scalars(tr),
@@ -245,11 +243,11 @@ def _run_real(c: CollapseConfig, data_root) -> dict:
     idx = torch.randperm(len(ds.y_train), generator=gen)
     if c.train_subset:
         idx = idx[: c.train_subset]
-    x, mean, std, scale = collapse_student.image_inputs(ds.x_train[idx])
-    x_test = collapse_student.image_inputs(ds.x_test, mean, std, scale)[0]
+    x, mean, std, scale = student.image_inputs(ds.x_train[idx])
+    x_test = student.image_inputs(ds.x_test, mean, std, scale)[0]
     y = ds.y_train[idx]
-    att = collapse.attachment(y, collapse.random_frustration(y, c.r, gen), ds.num_classes)
-    tr = collapse_student.train_student(x, att, dim=c.embed_dim, mode=c.mode, gamma=c.gamma, dt=c.dt, steps=c.steps,
+    att = model.attachment(y, model.random_frustration(y, c.r, gen), ds.num_classes)
+    tr = student.train_student(x, att, dim=c.embed_dim, mode=c.mode, gamma=c.gamma, dt=c.dt, steps=c.steps,
                                         head_init=c.head_init, head_rate=c.head_rate, readout_std=c.readout_noise,
                                         generator=gen, x_test=x_test, y_test=ds.y_test)
     return {"finite": tr["finite"], "r_effective": att.r, "num_classes": att.num_classes, "train_images": len(y),

@@ -1,7 +1,8 @@
 """The six studies: one module each (profiles, parameter checks, run plan, analysis), listed once here.
 
-A notebook holds the parameters and the narrative; its study module turns parameters into checked
-settings (before any compute), settings into run configs, and collected records into tables.
+A notebook holds the parameters and the narrative; its study module declares the parameters once (its
+``Settings`` class, from which the notebook's parameters cell is written), turns them into checked settings
+(before any compute), settings into run configs, and collected records into tables.
 ``STUDIES`` is the registry that ``lib.notebook``, ``lib.dispatch``, ``lib.run_all``, ``lib.report`` and
 ``lib.migrate`` read; :class:`StudyModule` is the interface every study module provides.
 """
@@ -24,6 +25,7 @@ class StudyModule(Protocol):
     sections (convergence, latent classes, interventions, OOD) one by one with the module's table functions.
     """
 
+    Settings: type  # its parameters, each declared once (lib.core.settings.StudySettings); the notebook's cell
     STUDY: str  # the results name: <results>/runs/<STUDY>/<profile>/, tables <STUDY>_<profile>*.csv
     QUESTION: str  # the study's question in one line (the report's summary)
     HEADLINE: str  # the start of the verdict-table quantity whose result the report's summary shows
@@ -61,6 +63,11 @@ class Study:
     @property
     def train_fn(self) -> Callable[..., dict]:
         return self.module.TRAIN
+
+    @property
+    def settings(self) -> type:
+        """The study's settings class (:class:`lib.core.settings.StudySettings`): every parameter declared once."""
+        return self.module.Settings
 
     @property
     def cell_name(self) -> Callable[[dict], str] | None:

@@ -1,4 +1,4 @@
-"""Pieces the CFF studies (1-3) share: profile settings, run configs, the run and curve tables, the
+"""Pieces the CFF studies (1-3) share: their training parameters (:class:`CFFSettings`), the run and curve tables, the
 clamp-against-subtract comparison with its verdict, and the layer-0 trajectories per epoch.
 
 Study 1 (``margin_factorial``) defines the comparison; studies 2 (``cross_dataset``) and 3
@@ -6,102 +6,63 @@ Study 1 (``margin_factorial``) defines the comparison; studies 2 (``cross_datase
 """
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import numpy as np
 import pandas as pd
-import torch
 from scipy import stats as st
 
 from lib.cff.batched import train_cff_seeds
 from lib.cff.training import CFFConfig
-from lib.core import params, stats
-from lib.core.data import DATASETS
-from lib.core.losses import MARGIN_MODES, STABILIZERS
-
-# The CFFConfig fields every CFF notebook has as parameters, passed to each run's config. A parameter
-# left as None takes the profile's value, else CFFConfig's default (the one place a default lives).
-CONFIG_PARAMETERS = ("layers", "embed_dim", "heads", "patch", "epochs", "batch_size", "train_subset", "probe_epochs",
-                     "m0", "m_last", "temperature", "lr", "init", "normalization", "eval_protocol")
-TRAINING_INTEGERS = ("layers", "embed_dim", "heads", "patch", "epochs", "batch_size", "probe_epochs", "workers")
+from lib.core import params, settings, stats
+from lib.core.losses import MARGIN_MODES
+from lib.core.settings import setting
 
 
-def config_default(name: str) -> Any:
-    """CFFConfig's default of field ``name``."""
-    field = CFFConfig.__dataclass_fields__[name]
-    return field.default_factory() if field.default is dataclasses.MISSING else field.default
+def margin(name: str, value, s: dict) -> float:
+    """A margin in [0, 1] (CFFConfig allows up to 2; the studies keep cos-similarity margins below 1)."""
+    return params.number(name, value, 0.0, 1.0)
 
 
-def profile_settings(p: dict, profiles: dict) -> dict:
-    """Check ``p["profile"]``; each profile key and config parameter from ``p`` unless it is None there,
-    else from the profile, else CFFConfig's default."""
-    profile = params.choice("profile", p.get("profile"), profiles)
-    chosen = profiles[profile]
-    s = {k: (chosen[k] if p.get(k) is None else p[k]) for k in chosen}
-    for k in CONFIG_PARAMETERS:
-        if k not in s:
-            s[k] = config_default(k) if p.get(k) is None else p[k]
-    s["profile"] = profile
-    return s
+class CFFSettings(settings.ParallelRuns):
+    """The parameters every CFF notebook has (studies 1-3): CFFConfig's training fields, passed to every run's
+    config (:meth:`lib.core.settings.StudySettings.run_config`). A study's settings class adds its own above them.
+    Every line without a check is checked by CFFConfig when the study builds its plan."""
+
+    config = CFFConfig
+    m0: Optional[float] = setting(None, "layer-0 margin (CFFConfig: 0.4 [code])", margin)
+    m_last: Optional[float] = setting(None, "last-layer margin; linear in between (CFFConfig: 0.1 [code])", margin)
+    temperature: Optional[float] = setting(None, "contrastive temperature (CFFConfig: 0.15 [code])")
+    lr: Optional[float] = setting(None, "AdamW learning rate of every layer (CFFConfig: 0.004 [code])")
+    layers: Optional[int] = setting(None, "encoder layers (paper: 8)")
+    embed_dim: Optional[int] = setting(None, "embedding dimension E (paper: 128)")
+    heads: Optional[int] = setting(None, "attention heads (paper: 4)")
+    patch: Optional[int] = setting(None, "patch size (paper: 4)")
+    epochs: Optional[int] = setting(None, "contrastive epochs (CFF default 600; MARGIN's count unknown)")
+    batch_size: Optional[int] = setting(None, "images per batch, two views each (paper: 512)")
+    train_subset: Optional[int] = setting(None, "use this many training images (0: all)")
+    probe_epochs: Optional[int] = setting(None, "linear-probe epochs [code: 50]")
+    init: Optional[str] = setting(None, "cff: CFF's initialisation [code] | trunc_normal: position std 0.02 [ours]")
+    normalization: Optional[str] = setting(None, "fixed: the dataset's constants, CFF's for CIFAR [code] | subset: its "
+                                                 "own")
+    eval_protocol: Optional[str] = setting(None, "cff: best-validation encoder, probe on augmented views [code] | "
+                                                 "clean")
+    device: str = setting("auto", "auto | cpu | cuda: on a GPU the seeds of a cell train as one batched model",
+                          settings.device())
 
 
-def check_dataset(s: dict, p: dict, profiles: dict) -> None:
-    """Check ``dataset`` and ``dataset_options``; a dataset other than the profile's drops the profile's options."""
-    params.choice("dataset", s["dataset"], DATASETS)
-    if p.get("dataset_options") is None and s["dataset"] != profiles[s["profile"]]["dataset"]:
-        s["dataset_options"] = {}  # the profile's options belong to the profile's dataset
-    if not isinstance(s["dataset_options"], dict) or (not DATASETS[s["dataset"]].options and s["dataset_options"]):
-        params.fail("dataset_options", s["dataset_options"],
-                    f"a dict of lib.core.data.load_dataset options ({{}}: {s['dataset']} takes none)")
-
-
-def check_arms(s: dict, p: dict) -> None:
-    """Check the clamp-against-subtract design of studies 2 and 3: seeds per arm, margin modes, stabiliser."""
-    params.seeds("seeds", s["seeds"], 2)  # a variance needs two runs per arm
-    s["margin_modes"] = params.choices("margin_modes", p.get("margin_modes"), MARGIN_MODES)
-    if not {"clamp", "subtract"} <= set(s["margin_modes"]):
-        params.fail("margin_modes", s["margin_modes"], "a list holding at least clamp and subtract (the VR's two arms)")
-    stabilizer = p.get("stabilizer")
-    s["stabilizer"] = params.choice("stabilizer", config_default("stabilizer") if stabilizer is None else stabilizer,
-                                    STABILIZERS)
-
-
-def check_training(s: dict, p: dict) -> None:
-    """Check the shared training settings in ``s`` (each run's CFFConfig checks them again, in full)."""
-    for name in TRAINING_INTEGERS:
-        params.integer(name, s[name], 1)
-    params.integer("train_subset", s["train_subset"], 0)
-    s["m0"] = params.number("m0", s["m0"], 0.0, 1.0)
-    s["m_last"] = params.number("m_last", s["m_last"], 0.0, 1.0)
-    s["temperature"] = params.number("temperature", s["temperature"], 0.0, low_open=True)
-    s["lr"] = params.number("lr", s["lr"], 0.0, low_open=True)
-    s["force"] = params.flag("force", p.get("force", False))
-    s["device"] = resolve_device(p.get("device", "auto"))
-
-
-DEVICES = ("auto", "cpu", "cuda")
-
-
-def resolve_device(value: Any) -> str:
-    """``auto`` is ``cuda`` when a GPU is visible, else ``cpu``; asking for a missing GPU fails here."""
-    device = params.choice("device", value, DEVICES)
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        params.fail("device", value, "'cpu' or 'auto': no CUDA device is visible")
-    return device
+def arms(name: str, value, s: dict) -> list[str]:
+    """The margin modes of studies 2 and 3: at least clamp and subtract, the variance ratio's two arms."""
+    modes = params.choices(name, value, MARGIN_MODES)
+    if not {"clamp", "subtract"} <= set(modes):
+        params.fail(name, modes, "a list holding at least clamp and subtract (the VR's two arms)")
+    return modes
 
 
 def sweep_options(s: dict) -> dict:
     """run_sweep's keyword arguments for CFF runs: processes on the CPU, a cell's seeds batched on a GPU."""
     batched = {"device": s["device"], "batched_fn": train_cff_seeds} if s["device"] != "cpu" else {}
     return {"workers": s["workers"], "force": s["force"], **batched}
-
-
-def run_config(s: dict, **run) -> CFFConfig:
-    """One run's checked config: the config parameters of ``s``, overridden by ``run``."""
-    return CFFConfig(**{**{k: s[k] for k in CONFIG_PARAMETERS}, **run})
 
 
 def _factors(c: dict, factors: dict[str, Callable[[dict], Any]] | None) -> dict:

@@ -16,15 +16,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import Optional
 
 import numpy as np
 import pandas as pd
 
 from lib.cff.diagnostics import expected_positive_pair_density
 from lib.cff.training import CFFConfig, train_cff
-from lib.core import params, verdicts
+from lib.core import params, settings, verdicts
 from lib.core.config import as_dict
 from lib.core.data import DATASETS, DatasetNotFoundError, get_dataset
+from lib.core.settings import setting
 from lib.studies import common
 from lib.studies.common import sweep_options  # noqa: F401  (run_sweep's options: part of every study's interface)
 
@@ -86,15 +88,33 @@ PROFILES = {
 }
 
 
+def _shapes_options(name: str, value, s: dict) -> dict:
+    if not isinstance(value, dict) or not set(value) <= {"n_train", "n_test", "seed"}:
+        params.fail(name, value, "a dict with any of n_train, n_test, seed")
+    return value
+
+
+class Settings(common.CFFSettings):
+    """Study 2's parameters (lib.core.settings): the cell of notebooks/02_cross_dataset_reversal is written from
+    these lines and CFFSettings' (the training fields, checked by CFFConfig when the plan is built)."""
+
+    profiles = PROFILES
+    datasets: Optional[list] = setting(None, ", ".join(ENTRIES), settings.choices(ENTRIES))
+    skip_missing: Optional[bool] = setting(None, "True: skip datasets that cannot be found, saying why; False: fail "
+                                                 "before training", settings.flag())
+    shapes_options: Optional[dict] = setting(None, "n_train / n_test / seed of the procedural stand-ins",
+                                             _shapes_options)
+    seeds: Optional[int] = setting(None, "seeds per arm and dataset (about 5 reproduce the paper's p-values [ours, "
+                                         "inferred])", settings.seed_count(2))  # a variance needs two runs per arm
+    margin_modes: list = setting(list(common.ARMS), "margin treatments compared [paper]", common.arms)
+    stabilizer: Optional[str] = setting(None, "logit stabiliser of every run (CFFConfig: detach [code])",
+                                        note="One logit stabiliser is enough: it is gradient-neutral.")
+    train_subset: Optional[int] = setting(None, "use this many training images per dataset (0: all)")
+
+
 def resolve(p: dict) -> dict:
-    """Check the notebook's parameters and fill the None ones from the profile. No compute."""
-    s = common.profile_settings(p, PROFILES)
-    s["datasets"] = params.choices("datasets", s["datasets"], ENTRIES)
-    s["skip_missing"] = params.flag("skip_missing", s["skip_missing"])
-    if not isinstance(s["shapes_options"], dict) or not set(s["shapes_options"]) <= {"n_train", "n_test", "seed"}:
-        params.fail("shapes_options", s["shapes_options"], "a dict with any of n_train, n_test, seed")
-    common.check_arms(s, p)
-    common.check_training(s, p)
+    """Check the notebook's parameters and fill the None ones (:class:`Settings`). No compute."""
+    s = Settings.resolve(p)
     plan(s)  # every run config goes through CFFConfig once here, so a bad combination fails now
     return s
 
@@ -161,7 +181,7 @@ def skip_reason(message: str) -> str:
 
 def plan(s: dict) -> list[CFFConfig]:
     """The run configs: dataset entries x margin arms x seeds (all entries until check_data ran)."""
-    return [common.run_config(s, dataset=name, dataset_options=options, margin_mode=mode, stabilizer=s["stabilizer"],
+    return [Settings.run_config(s, dataset=name, dataset_options=options, margin_mode=mode, stabilizer=s["stabilizer"],
                               m0=s["m0"], seed=seed)
             for entry in s.get("available", s["datasets"]) for name, options in [dataset_spec(entry, s)]
             for mode in s["margin_modes"] for seed in range(s["seeds"])]

@@ -18,15 +18,17 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import replace
+from typing import Optional
 
 import numpy as np
 import pandas as pd
 from scipy import stats as st
 
 from lib.cff.training import CFFConfig, train_cff
-from lib.core import params, verdicts
+from lib.core import params, settings, verdicts
 from lib.core.augment import DISTORTION_LEVELS
 from lib.core.config import as_dict
+from lib.core.settings import setting
 from lib.studies import common
 from lib.studies.common import sweep_options  # noqa: F401  (run_sweep's options: part of every study's interface)
 
@@ -66,28 +68,49 @@ PROFILES = {
 }
 
 
-def resolve(p: dict) -> dict:
-    """Check the notebook's parameters and fill the None ones from the profile. No compute."""
-    s = common.profile_settings(p, PROFILES)
-    common.check_dataset(s, p, PROFILES)
-    params.choice("knob", s["knob"], KNOBS)
-    levels = s["levels"]
+def _knob(name: str, value, s: dict) -> str:
+    params.choice(name, value, KNOBS)
+    if value != "aug_level" and s["dataset"] != "shapes":
+        params.fail(name, value, "aug_level unless dataset is 'shapes' (only the generator has a difficulty)")
+    return value
+
+
+def _levels(name: str, levels, s: dict) -> list:
     if not isinstance(levels, (list, tuple)) or not levels or len(set(levels)) != len(levels):
-        params.fail("levels", levels, "a non-empty list of distinct knob levels")
+        params.fail(name, levels, "a non-empty list of distinct knob levels")
     if s["knob"] == "aug_level":
         for level in levels:
             if isinstance(level, bool) or level not in DISTORTION_LEVELS:
-                params.fail("levels", levels, f"augmentation levels from {DISTORTION_LEVELS}")
-    else:
-        if s["dataset"] != "shapes":
-            params.fail("knob", s["knob"], "aug_level unless dataset is 'shapes' (only the generator has a difficulty)")
-        for level in levels:
-            if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 <= level <= 1:
-                params.fail("levels", levels, "difficulties in [0, 1]")
-        levels = [float(level) for level in levels]
-    s["levels"] = sorted(levels)
-    common.check_arms(s, p)
-    common.check_training(s, p)
+                params.fail(name, levels, f"augmentation levels from {DISTORTION_LEVELS}")
+        return sorted(levels)
+    for level in levels:
+        if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 <= level <= 1:
+            params.fail(name, levels, "difficulties in [0, 1]")
+    return sorted(float(level) for level in levels)
+
+
+class Settings(common.CFFSettings):
+    """Study 3's parameters (lib.core.settings): the cell of notebooks/03_difficulty_sweep is written from these
+    lines and CFFSettings' (the training fields, checked by CFFConfig when the plan is built)."""
+
+    profiles = PROFILES
+    dataset: Optional[str] = setting(None, "cifar10 | cifar100 | svhn | fashion_mnist | mnist | digits | shapes")
+    dataset_options: Optional[dict] = setting(None, 'lib.core.data.load_dataset options, e.g. {"num_classes": 10} '
+                                                    "for shapes", settings.dataset_options(),
+                                              fill=settings.profile_options)
+    knob: Optional[str] = setting(None, "aug_level (augmentation strength, any dataset) | difficulty (shapes only)",
+                                  _knob)
+    levels: Optional[list] = setting(None, "knob levels, none to severe: aug_level 0..4, difficulty in [0, 1]",
+                                     _levels)
+    seeds: Optional[int] = setting(None, "seeds per arm and level", settings.seed_count(2))
+    margin_modes: list = setting(list(common.ARMS), "margin treatments compared [paper]", common.arms)
+    stabilizer: Optional[str] = setting(None, "logit stabiliser of every run (CFFConfig: detach [code])",
+                                        note="One logit stabiliser is enough: it is gradient-neutral.")
+
+
+def resolve(p: dict) -> dict:
+    """Check the notebook's parameters and fill the None ones (:class:`Settings`). No compute."""
+    s = Settings.resolve(p)
     plan(s)  # every run config goes through CFFConfig once here, so a bad combination fails now
     return s
 
@@ -101,7 +124,7 @@ def _knob_settings(s: dict, level) -> dict:
 
 def plan(s: dict) -> list[CFFConfig]:
     """The run configs: levels x margin arms x seeds."""
-    return [common.run_config(s, dataset=s["dataset"], margin_mode=mode, stabilizer=s["stabilizer"], m0=s["m0"],
+    return [Settings.run_config(s, dataset=s["dataset"], margin_mode=mode, stabilizer=s["stabilizer"], m0=s["m0"],
                               seed=seed, **_knob_settings(s, level))
             for level in s["levels"] for mode in s["margin_modes"] for seed in range(s["seeds"])]
 

@@ -22,15 +22,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import Optional
 
 import numpy as np
 import pandas as pd
 from scipy import stats as st
 
-from lib.core import params, verdicts
+from lib.core import params, settings, verdicts
 from lib.core.augment import JITTER_MODES
 from lib.core.data import DATASETS, data_shape, imbalance_base, num_classes
 from lib.core.losses import SSL_LOSSES
+from lib.core.settings import setting
 from lib.core.stats import loglog_slope, rank_correlation
 from lib.ssl.evaluation import INIT_PREFIX, ood_label
 from lib.ssl.simulations import LATENT_SIMULATIONS, LatentClassConfig, SphereConfig
@@ -90,7 +92,8 @@ PROFILES = {
                   dataset="shapes", dataset_options={**SHAPES_32, "image_size": 16, "n_train": 320, "n_test": 100},
                   imbalanced_dataset="shapes", interventions=["default", "weight_decay", "cut_init", "grad_scale"],
                   imbalanced_interventions=["default", "cut_init+grad_scale"],
-                  weight_decays={"simclr": [1e-4], "simsiam": [5e-2]}, seeds=1, width_multiplier=0.0625, simsiam_dim=64,
+                  simclr_weight_decays=[1e-4], simsiam_weight_decays=[5e-2],
+                  seeds=1, width_multiplier=0.0625, simsiam_dim=64,
                   epochs=1, batch_size=64, warmup_epochs=0.5, probe_steps=30,
                   ood=[{"dataset": "shapes", "dataset_options": {"num_classes": 10, "seed": 1, "n_train": 10,
                                                                  "n_test": 100}}, "digits"], workers=1),
@@ -99,7 +102,8 @@ PROFILES = {
                   dataset="shapes", dataset_options={**SHAPES_32, "n_train": 2000, "n_test": 1000},
                   imbalanced_dataset="shapes", interventions=["default", "weight_decay", "cut_init", "grad_scale"],
                   imbalanced_interventions=["default", "cut_init", "grad_scale"],
-                  weight_decays={"simclr": [1e-4], "simsiam": [5e-2]}, seeds=1, width_multiplier=0.125, simsiam_dim=256,
+                  simclr_weight_decays=[1e-4], simsiam_weight_decays=[5e-2],
+                  seeds=1, width_multiplier=0.125, simsiam_dim=256,
                   epochs=2, batch_size=64, warmup_epochs=0.5, probe_steps=200,
                   ood=[{"dataset": "shapes", "dataset_options": {"num_classes": 10, "seed": 1, "n_train": 10,
                                                                  "n_test": 500}}, "digits"], workers=2),
@@ -113,7 +117,8 @@ PROFILES = {
                 dataset="cifar10", dataset_options={}, imbalanced_dataset="cifar10",
                 interventions=["default", "weight_decay", "cut_init", "grad_scale"],
                 imbalanced_interventions=["default", "cut_init", "grad_scale"],
-                weight_decays={"simclr": [1e-4], "simsiam": [5e-2]}, seeds=1, width_multiplier=0.125, simsiam_dim=512,
+                simclr_weight_decays=[1e-4], simsiam_weight_decays=[5e-2],
+                seeds=1, width_multiplier=0.125, simsiam_dim=512,
                 epochs=25, batch_size=128, warmup_epochs=2.5, probe_steps=500,
                 ood=["fashion_mnist", "mnist"], workers=2),
     "paper": dict(radii=[0.25, 0.5, 0.75, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0], pairs=500, sphere_lr=10.0,
@@ -121,7 +126,8 @@ PROFILES = {
                   dataset="cifar10", dataset_options={}, imbalanced_dataset="cifar100",
                   interventions=["default", "weight_decay", "cut_init", "grad_scale", "cut_init+grad_scale"],
                   imbalanced_interventions=["default", "cut_init", "grad_scale", "cut_init+grad_scale"],
-                  weight_decays=PAPER_WEIGHT_DECAYS, seeds=3, width_multiplier=1.0, simsiam_dim=2048,
+                  simclr_weight_decays=PAPER_WEIGHT_DECAYS["simclr"],
+                  simsiam_weight_decays=PAPER_WEIGHT_DECAYS["simsiam"], seeds=3, width_multiplier=1.0, simsiam_dim=2048,
                   epochs=512, batch_size=256, warmup_epochs=10.0, probe_steps=1000,
                   ood=["svhn", "cifar100", "fashion_mnist", "mnist"], workers=1),
 }
@@ -141,129 +147,100 @@ def near_ood_classes(classes: int) -> list[int]:
 # ------------------------------------------------------------------------------- parameters
 
 
-def resolve(p: dict) -> dict:
-    """Check the notebook's parameters and fill the None ones from the profile. No compute."""
-    profile = params.choice("profile", p.get("profile"), PROFILES)
-    s = {k: (PROFILES[profile][k] if p.get(k) is None else p[k]) for k in PROFILES[profile]}
-    s["profile"] = profile
-    # (a) the sphere
-    s["radii"] = _positive_list("radii", s["radii"], minimum_length=2)
-    s["pairs"] = params.integer("pairs", s["pairs"], 2)
-    s["sphere_lr"] = params.number("sphere_lr", s["sphere_lr"], 0.0, low_open=True)
-    s["dim"] = params.integer("dim", p.get("dim"), 2)
-    s["tolerance"] = params.number("tolerance", p.get("tolerance"), 0.0, 1.0, low_open=True)
-    # (b) latent classes: the named simulation's settings unless given
-    s["class_weights"] = _positive_list("class_weights", p.get("class_weights"), minimum_length=2)
-    s["latent_simulation"] = params.choice("latent_simulation", p.get("latent_simulation"), LATENT_SIMULATIONS)
-    s["latent_samples"] = params.integer("latent_samples", s["latent_samples"], 4 * len(s["class_weights"]))
-    s["latent_epochs"] = params.integer("latent_epochs", s["latent_epochs"], 1)
-    s["latent_seeds"] = params.seeds("latent_seeds", s["latent_seeds"])
-    simulation = LATENT_SIMULATIONS[s["latent_simulation"]]
-    sigma, lr = p.get("latent_sigma"), p.get("latent_lr")
-    s["latent_sigma"] = params.number("latent_sigma", simulation["sigma"] if sigma is None else sigma, 0.0)
-    s["latent_lr"] = params.number("latent_lr", simulation["lr"] if lr is None else lr, 0.0, low_open=True)
-    # (c, d) images
-    for name in ("dataset", "imbalanced_dataset"):
-        params.choice(name, s[name], DATASETS)
-    if p.get("dataset_options") is None and s["dataset"] != PROFILES[profile]["dataset"]:
-        s["dataset_options"] = {}  # the profile's options belong to the profile's dataset
-    if not isinstance(s["dataset_options"], dict):
-        params.fail("dataset_options", s["dataset_options"], "a dict of lib.core.data.load_dataset options")
-    s["methods"] = params.choices("methods", p.get("methods"), METHODS)
-    s["interventions"] = _interventions("interventions", s["interventions"])
-    s["imbalanced_interventions"] = _interventions("imbalanced_interventions", s["imbalanced_interventions"])
-    if not s["interventions"] and not s["imbalanced_interventions"]:
-        params.fail("interventions", s["interventions"], "a non-empty list unless imbalanced_interventions has runs")
-    base = p.get("imbalance_base")
-    s["imbalance_base"] = None if base is None else params.number("imbalance_base", base, 1.0, low_open=True)
-    simclr_loss = METHOD_SETTINGS["simclr"]["loss"] if p.get("simclr_loss") is None else p["simclr_loss"]
-    s["simclr_loss"] = params.choice("simclr_loss", simclr_loss, SIMCLR_LOSSES)
-    s["weight_decays"] = _weight_decays(s, p)
-    for method in METHODS:
-        lr, cut = p.get(f"{method}_lr"), p.get(f"cut_{method}")
-        s[f"{method}_lr"] = params.number(f"{method}_lr", METHOD_SETTINGS[method]["lr"] if lr is None else lr, 0.0,
-                                          low_open=True)
-        s[f"cut_{method}"] = params.number(f"cut_{method}", CUT[method] if cut is None else cut, 0.0, low_open=True)
-    power = p.get("grad_scale_power")
-    s["grad_scale_power"] = params.number("grad_scale_power", GRAD_SCALE_POWER if power is None else power, -4.0, 4.0)
-    s["grad_scale_recipe"] = params.choice("grad_scale_recipe", p.get("grad_scale_recipe"), GRAD_SCALE_RECIPES)
-    s["zero_init_residual"] = params.flag("zero_init_residual", p.get("zero_init_residual"))
-    s["color_jitter"] = params.choice("color_jitter", p.get("color_jitter"), JITTER_MODES)
-    params.seeds("seeds", s["seeds"])
-    for name in ("epochs", "batch_size", "simsiam_dim", "probe_steps", "workers"):
-        params.integer(name, s[name], 1)
-    s["simsiam_micro_batches"] = _micro_batches(p.get("simsiam_micro_batches"), s)
-    s["width_multiplier"] = params.number("width_multiplier", s["width_multiplier"], 1 / 128)
-    s["warmup_epochs"] = params.number("warmup_epochs", s["warmup_epochs"], 0.0, s["epochs"])
-    s["unseen_classes"] = _unseen_classes(p.get("unseen_classes"), s)
-    s["ood"] = [_ood_entry(entry, s) for entry in (s["ood"] if isinstance(s["ood"], list) else [s["ood"]])]
-    if len({ood_label(spec) for spec in unseen_sets(s)}) != len(unseen_sets(s)):
-        params.fail("ood", s["ood"], "distinct unseen sets, none of them the near-OOD set (the held-out classes)")
-    data_root = p.get("data_root")
-    if data_root is not None and not isinstance(data_root, str):
-        params.fail("data_root", data_root, "None or a folder path (str)")
-    s["data_root"] = data_root
-    s["force"] = params.flag("force", p.get("force", False))
-    plan(s)  # every run config is built once here, so a bad combination fails now
-    return s
-
-
-def _positive_list(name: str, values, *, minimum_length: int) -> list[float]:
-    allowed = f"a list of at least {minimum_length} distinct finite numbers > 0"
-    if not isinstance(values, (list, tuple)) or len(values) < minimum_length or len(set(values)) != len(values):
-        params.fail(name, values, allowed)
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and v > 0):
+def _positive_list(minimum_length: int) -> settings.Check:
+    def check(name: str, values, s: dict) -> list[float]:
+        allowed = f"a list of at least {minimum_length} distinct finite numbers > 0"
+        if not isinstance(values, (list, tuple)) or len(values) < minimum_length or len(set(values)) != len(values):
             params.fail(name, values, allowed)
-    return [float(v) for v in values]
+        for v in values:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and v > 0):
+                params.fail(name, values, allowed)
+        return [float(v) for v in values]
+    return check
 
 
-def _micro_batches(value, s: dict) -> int:
+def _latent_samples(name: str, value, s: dict) -> int:
+    return params.integer(name, value, 4 * len(s["class_weights"]))  # at least 4 points per class
+
+
+def _simulation(key: str):
+    """A None latent_sigma or latent_lr: the named simulation's (LATENT_SIMULATIONS)."""
+    return lambda s, chosen: LATENT_SIMULATIONS[s["latent_simulation"]][key]
+
+
+def _options(name: str, value, s: dict) -> dict:
+    if not isinstance(value, dict):
+        params.fail(name, value, "a dict of lib.core.data.load_dataset options")
+    return value
+
+
+def _interventions(name: str, values, s: dict) -> list[str]:
+    if isinstance(values, (list, tuple)) and not values:
+        return []
+    return params.choices(name, values, INTERVENTIONS)
+
+
+def _imbalanced_interventions(name: str, values, s: dict) -> list[str]:
+    chosen = _interventions(name, values, s)
+    if not s["interventions"] and not chosen:
+        params.fail("interventions", s["interventions"], "a non-empty list unless imbalanced_interventions has runs")
+    return chosen
+
+
+def _imbalance_base(name: str, value, s: dict) -> float | None:
+    return None if value is None else params.number(name, value, 1.0, low_open=True)
+
+
+def _weight_decays(method: str) -> settings.Check:
+    def check(name: str, values, s: dict) -> list[float]:
+        if not isinstance(values, (list, tuple)) or len(set(values)) != len(values):
+            params.fail(name, values, "a list of distinct weight decays >= 0")
+        decays = [params.number(name, v, 0.0) for v in values]
+        default = METHOD_SETTINGS[method]["weight_decay"]
+        if method in s["methods"] and "weight_decay" in s["interventions"] and not set(decays) - {default}:
+            params.fail(name, values, f"at least one value other than the default {default:g} when the weight_decay "
+                                      "intervention runs")
+        return decays
+    return check
+
+
+def _micro_batches(name: str, value, s: dict) -> int:
     """SimSiam's micro-batches per step: it must divide the batch into micro-batches of at least 2 images."""
-    k = params.integer("simsiam_micro_batches", value, 1)
+    k = params.integer(name, value, 1)
     if "simsiam" in s["methods"] and k > 1 and (s["batch_size"] % k or s["batch_size"] // k < 2):
-        params.fail("simsiam_micro_batches", k, f"a divisor of batch_size={s['batch_size']} that leaves at least "
-                    "2 images per micro-batch, or 1 (the whole batch in one pass)")
+        params.fail(name, k, f"a divisor of batch_size={s['batch_size']} that leaves at least 2 images per "
+                             "micro-batch, or 1 (the whole batch in one pass)")
     return k
 
 
-def _unseen_classes(value, s: dict) -> list[int]:
+def _warmup(name: str, value, s: dict) -> float:
+    return params.number(name, value, 0.0, s["epochs"])
+
+
+def _unseen_classes(name: str, value, s: dict) -> list[int]:
     """The held-out classes of the OOD runs: None gives :func:`near_ood_classes`; [] no OOD runs."""
     classes = num_classes(s["dataset"], s["dataset_options"])
     if isinstance(classes, bool) or not isinstance(classes, int) or classes < 2:
         params.fail("dataset_options", s["dataset_options"], "options of lib.core.data.load_dataset (num_classes >= 2)")
     if value is None:
         return near_ood_classes(classes)
-    unseen = class_list("unseen_classes", value, classes, minimum=0)
+    unseen = class_list(name, value, classes, minimum=0)
     if unseen and classes - len(unseen) < 2:
-        params.fail("unseen_classes", value, f"[] or held-out classes that leave at least 2 of the {classes} "
-                    "classes to train on")
+        params.fail(name, value, f"[] or held-out classes that leave at least 2 of the {classes} classes to train on")
     return unseen
 
 
-def _interventions(name: str, values) -> list[str]:
-    if isinstance(values, (list, tuple)) and not values:
-        return []
-    return params.choices(name, values, INTERVENTIONS)
+def _ood(name: str, value, s: dict) -> list[dict]:
+    """The far-OOD sets, each as {"dataset", "dataset_options"} at the training data's size and channels, distinct
+    from each other and from the near-OOD set."""
+    ood = [_ood_entry(entry, value, s) for entry in (value if isinstance(value, list) else [value])]
+    unseen = unseen_sets({**s, name: ood})
+    if len({ood_label(spec) for spec in unseen}) != len(unseen):
+        params.fail(name, value, "distinct unseen sets, none of them the near-OOD set (the held-out classes)")
+    return ood
 
 
-def _weight_decays(s: dict, p: dict) -> dict:
-    decays = dict(s["weight_decays"])
-    for method in METHODS:
-        value = p.get(f"{method}_weight_decays")
-        values = decays[method] if value is None else value
-        name = f"{method}_weight_decays"
-        if not isinstance(values, (list, tuple)) or len(set(values)) != len(values):
-            params.fail(name, values, "a list of distinct weight decays >= 0")
-        decays[method] = [params.number(name, v, 0.0) for v in values]
-        if method in s["methods"] and "weight_decay" in s["interventions"] and not (
-                set(decays[method]) - {METHOD_SETTINGS[method]["weight_decay"]}):
-            params.fail(name, values, "at least one value other than the default "
-                        f"{METHOD_SETTINGS[method]['weight_decay']:g} when the weight_decay intervention runs")
-    return decays
-
-
-def _ood_entry(entry, s: dict) -> dict:
+def _ood_entry(entry, value, s: dict) -> dict:
     """An unseen set as {"dataset", "dataset_options"}, converted to the training data's size and channels."""
     allowed = ('a list of dataset names or {"dataset": name, "dataset_options": {...}} dicts (shapes options: '
                'num_classes, difficulty, n_train, n_test, seed)')
@@ -271,17 +248,121 @@ def _ood_entry(entry, s: dict) -> dict:
         entry = {"dataset": entry, "dataset_options": {}}
     if (not isinstance(entry, dict) or entry.get("dataset") not in DATASETS
             or not isinstance(entry.get("dataset_options", {}), dict) or set(entry) - {"dataset", "dataset_options"}):
-        params.fail("ood", s["ood"], allowed)
-    # the unseen sets are converted to the training data's size and channels
+        params.fail("ood", value, allowed)
     size, channels = data_shape(s["dataset"], s["dataset_options"])
     options = dict(entry.get("dataset_options", {}))
     if entry["dataset"] == "shapes":
         if channels != 3:
-            params.fail("ood", s["ood"], "no shapes set when the training images are grayscale")
+            params.fail("ood", value, "no shapes set when the training images are grayscale")
         options["image_size"] = size
     else:
         options.update(image_size=size, channels=channels)
     return {"dataset": entry["dataset"], "dataset_options": options}
+
+
+def _method_default(table: dict, method: str, key: str | None = None):
+    """A None per-method parameter: the method's value in ``table`` (METHOD_SETTINGS, CUT)."""
+    return lambda s, chosen: table[method][key] if key else table[method]
+
+
+class Settings(settings.RunOptions):
+    """Study 4's parameters (lib.core.settings): the cell of notebooks/04_embedding_norms is written from these
+    lines. Every line has its check: most parameters are the study's own (the simulations, the design of the runs)
+    and those that become SSLConfig fields do so per method (:func:`run_base`), not under their own names; a None
+    takes the profile's value or, where the line says, the authors' or the named simulation's."""
+
+    profiles = PROFILES
+    radii: Optional[list] = setting(None, "starting norms rho of the pairs (paper: 0.25, 0.5, 0.75, 1, 2, ..., 10)",
+                                    _positive_list(2), note="(a) convergence on the sphere [code]")
+    pairs: Optional[int] = setting(None, "positive pairs (paper: 500)", settings.integer(2))
+    sphere_lr: Optional[float] = setting(None, "gradient-descent step (paper: 10 with 500 pairs; steps depend on lr / "
+                                               "pairs)", settings.number(0.0, low_open=True))
+    dim: int = setting(20, "dimension of the points [code]", settings.integer(2))
+    tolerance: float = setting(1e-3, "converged when the mean cosine reaches 1 - tolerance [code]",
+                               settings.number(0.0, 1.0, low_open=True))
+    class_weights: list = setting([1, 2, 4, 8], "class frequencies, rarest first [code]", _positive_list(2),
+                                  note="(b) latent classes [code]")
+    latent_simulation: str = setting("authors", "authors | ours", settings.choice(LATENT_SIMULATIONS),
+                                     note="authors: sigma 1 then back to the sphere, inputs x10, in-batch positives, "
+                                          "lr 0.01 [code]; ours: before issue 17")
+    latent_samples: Optional[int] = setting(None, "points over all classes (authors: 2000)", _latent_samples)
+    latent_sigma: Optional[float] = setting(None, "within-class noise around the unit-norm centres (None: the "
+                                                  "simulation's)", settings.number(0.0), fill=_simulation("sigma"))
+    latent_epochs: Optional[int] = setting(None, "SGD epochs of the MLP, batches of 128 (authors: 100)",
+                                           settings.integer(1))
+    latent_lr: Optional[float] = setting(None, "SGD step (None: the simulation's)",
+                                         settings.number(0.0, low_open=True), fill=_simulation("lr"))
+    latent_seeds: Optional[int] = setting(None, "independent simulations (20 or more in every profile; smoke's last "
+                                                "3 epochs)", settings.seed_count())
+    dataset: Optional[str] = setting(None, "training data: cifar10 | cifar100 | svhn | fashion_mnist | mnist | digits "
+                                           "| shapes", settings.choice(DATASETS), note="(c, d) images")
+    dataset_options: Optional[dict] = setting(None, "lib.core.data.load_dataset options", _options,
+                                              note='dataset_options, e.g. shapes\' {"num_classes": 10, "image_size": '
+                                                   '32}', fill=settings.profile_options)
+    imbalanced_dataset: Optional[str] = setting(None, "data of the imbalanced runs (paper: cifar100)",
+                                                settings.choice(DATASETS))
+    methods: list = setting(list(METHODS), "simclr | simsiam", settings.choices(METHODS))
+    interventions: Optional[list] = setting(None, "balanced: default | weight_decay | cut_init | grad_scale | "
+                                                  "cut_init+grad_scale", _interventions)
+    imbalanced_interventions: Optional[list] = setting(None, "on the imbalanced subset (the same names; [] for none)",
+                                                       _imbalanced_interventions)
+    imbalance_base: Optional[float] = setting(None, "class i keeps floor(n_i base^-i); None: 1.5 (10 classes), "
+                                                    "1.03365 (100) [code]", _imbalance_base, fill=lambda s, c: None)
+    simclr_loss: Optional[str] = setting(None, "SimCLR runs' loss: decoupled (None) [code] | infonce | flatnce",
+                                         settings.choice(SIMCLR_LOSSES),
+                                         note="decoupled: the authors' cross-view form [code]; infonce: SimCLR's "
+                                              "NT-Xent", fill=_method_default(METHOD_SETTINGS, "simclr", "loss"))
+    simclr_weight_decays: Optional[list] = setting(None, "values of the weight_decay runs (default 1e-6; paper sweep "
+                                                         "0, 1e-8, 1e-4)", _weight_decays("simclr"))
+    simsiam_weight_decays: Optional[list] = setting(None, "the same for SimSiam (default 5e-4; paper sweep 0, 5e-6, "
+                                                          "5e-2)", _weight_decays("simsiam"))
+    simclr_lr: Optional[float] = setting(None, "SimCLR base learning rate, times batch/256 (None: 0.3) [ours]",
+                                         settings.number(0.0, low_open=True),
+                                         fill=_method_default(METHOD_SETTINGS, "simclr", "lr"))
+    simsiam_lr: Optional[float] = setting(None, "SimSiam base learning rate, times batch/256 (None: 0.05) [ours]",
+                                          settings.number(0.0, low_open=True),
+                                          fill=_method_default(METHOD_SETTINGS, "simsiam", "lr"))
+    cut_simclr: Optional[float] = setting(None, "cut-initialisation divisor for SimCLR, contrastive (None: 3) [code]",
+                                          settings.number(0.0, low_open=True), fill=_method_default(CUT, "simclr"))
+    cut_simsiam: Optional[float] = setting(None, "cut-initialisation divisor for SimSiam, non-contrastive (None: 9) "
+                                                 "[code]", settings.number(0.0, low_open=True),
+                                           fill=_method_default(CUT, "simsiam"))
+    grad_scale_power: Optional[float] = setting(None, "GradScale power p of the grad_scale runs (None: 1) [code]",
+                                                settings.number(-4.0, 4.0), fill=lambda s, c: GRAD_SCALE_POWER)
+    grad_scale_recipe: str = setting("authors", "authors | ours", settings.choice(GRAD_SCALE_RECIPES),
+                                     note="authors: SimCLR GradScale at lr 0.05 x batch/256 with 100/512 of the "
+                                          "epochs as warm-up [code]; ours: the others'")
+    zero_init_residual: bool = setting(True, "each residual branch's last BatchNorm starts at 0 [code]; False: ours "
+                                             "before", settings.flag())
+    color_jitter: str = setting("separate", "separate: four RandomApply(p 0.8), one per op [code] | joint: one for "
+                                            "all (ours)", settings.choice(JITTER_MODES))
+    seeds: Optional[int] = setting(None, "seeds per run", settings.seed_count())
+    width_multiplier: Optional[float] = setting(None, "ResNet-18 channel multiplier (paper: 1, 512 features)",
+                                                settings.number(1 / 128))
+    simsiam_dim: Optional[int] = setting(None, "SimSiam projector width D; predictor D -> D/4 -> D (paper: 2048)",
+                                         settings.integer(1))
+    epochs: Optional[int] = setting(None, "training epochs (paper: 512)", settings.integer(1))
+    batch_size: Optional[int] = setting(None, "images per batch, two views each (paper: 256)", settings.integer(1))
+    simsiam_micro_batches: int = setting(SIMSIAM_MICRO_BATCHES, "SimSiam's gradient summed over this many "
+                                                                "micro-batches per step [code]; 1: ours",
+                                         _micro_batches)
+    warmup_epochs: Optional[float] = setting(None, "linear warm-up before the cosine schedule (paper: 10)", _warmup)
+    probe_steps: Optional[int] = setting(None, "L-BFGS iterations of the linear probe", settings.integer(1))
+    unseen_classes: Optional[list] = setting(None, "held-out classes of the training data: the near-OOD set",
+                                             _unseen_classes, note="the OOD runs train on the other classes; None: the "
+                                                                   "upper half (CIFAR-10: 5-9); [] for no OOD runs "
+                                                                   "[ours]")
+    ood: Optional[list] = setting(None, 'unseen sets: names or {"dataset": ..., "dataset_options": {...}}', _ood,
+                                  note="far-OOD sets of the OOD runs, resized to the training data")
+    workers: Optional[int] = setting(None, "runs in parallel processes; the cores are divided among them",
+                                     settings.integer(1))
+
+
+def resolve(p: dict) -> dict:
+    """Check the notebook's parameters and fill the None ones (:class:`Settings`). No compute."""
+    s = Settings.resolve(p)
+    plan(s)  # every run config is built once here, so a bad combination fails now
+    return s
 
 
 # ------------------------------------------------------------------------------------- plan
@@ -290,7 +371,8 @@ def _ood_entry(entry, s: dict) -> dict:
 def intervention_overrides(s: dict, method: str, intervention: str) -> list[dict]:
     """The config changes of one intervention (the weight-decay one gives one per swept value)."""
     if intervention == "weight_decay":
-        return [{"weight_decay": w} for w in s["weight_decays"][method] if w != METHOD_SETTINGS[method]["weight_decay"]]
+        return [{"weight_decay": w} for w in s[f"{method}_weight_decays"]
+                if w != METHOD_SETTINGS[method]["weight_decay"]]
     overrides = {}
     if "cut_init" in intervention:
         overrides["cut"] = s[f"cut_{method}"]

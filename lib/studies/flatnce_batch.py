@@ -41,17 +41,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import Optional
 
 import numpy as np
 import pandas as pd
 import torch
 
-from lib.core import losses, params, stats, verdicts
-from lib.core.data import DATASETS
-from lib.core.optim import BASE_LR, OPTIMIZERS, lr_formula
+from lib.core import losses, params, settings, stats, verdicts
+from lib.core.optim import BASE_LR, lr_formula
+from lib.core.settings import setting
 from lib.ssl import training as ssl
 from lib.ssl.training import SSLConfig, train_ssl
-from lib.studies import common
 
 STUDY = "05_flatnce_batch_size"
 PAPER_DATA = "CIFAR-10 (ImageNet for the transfer numbers)"  # named on the first screen of a render
@@ -110,46 +110,56 @@ PROFILES = {
 }
 
 
-def resolve(p: dict) -> dict:
-    """Check the notebook's parameters and fill the None ones from the profile. No compute."""
-    s = common.profile_settings(p, PROFILES)
-    params.choice("dataset", s["dataset"], DATASETS)
-    if p.get("dataset_options") is None and s["dataset"] != PROFILES[s["profile"]]["dataset"]:
-        s["dataset_options"] = {}  # the profile's options belong to the profile's dataset
-    if not isinstance(s["dataset_options"], dict) or (s["dataset"] != "shapes" and s["dataset_options"]):
-        params.fail("dataset_options", s["dataset_options"],
-                    "a dict of lib.core.data.load_dataset options ({} unless shapes)")
-    sizes = s["batch_sizes"]
+def _batch_sizes(name: str, sizes, s: dict) -> list[int]:
     if (not isinstance(sizes, (list, tuple)) or not sizes or len(set(sizes)) != len(sizes)
             or any(isinstance(b, bool) or not isinstance(b, int) or b < 2 for b in sizes)):
-        params.fail("batch_sizes", sizes, "a non-empty list of distinct integers >= 2 (a batch needs negatives)")
-    s["batch_sizes"] = sorted(sizes)
-    s["losses"] = params.choices("losses", p.get("losses"), LOSSES)
-    params.integer("train_subset", s["train_subset"], 0)
-    params.seeds("seeds", s["seeds"])
-    for name in ("epochs", "probe_steps", "workers"):
-        params.integer(name, s[name], 1)
-    s["warmup_epochs"] = params.number("warmup_epochs", s["warmup_epochs"], 0.0, s["epochs"])
-    s["width_multiplier"] = params.number("width_multiplier", s["width_multiplier"], 0.0, low_open=True)
-    params.choice("optimizer", s["optimizer"], OPTIMIZERS)
-    chosen = params.choices("lr_rules", s["lr_rules"], LR_RULES)
-    s["lr_rules"] = [rule for rule in LR_RULES if rule in chosen]  # FLAT's first: the order of every table
-    params.flag("projector_bn", s["projector_bn"])
-    temperature = SSLConfig.temperature if p.get("temperature") is None else p["temperature"]
-    s["temperature"] = params.number("temperature", temperature, 0.0, low_open=True)
-    s["force"] = params.flag("force", p.get("force", False))
-    s["device"] = common.resolve_device(p.get("device", "auto"))
-    plan(s)  # every run config is built once here, so a bad combination fails now
+        params.fail(name, sizes, "a non-empty list of distinct integers >= 2 (a batch needs negatives)")
+    return sorted(sizes)
+
+
+class Settings(settings.ParallelRuns):
+    """Study 5's parameters (lib.core.settings): the cell of notebooks/05_flatnce_batch_size is written from these
+    lines. A parameter without a check is a field of SSLConfig, which checks it when the plan is built."""
+
+    profiles = PROFILES
+    config = SSLConfig
+    dataset: Optional[str] = setting(None, "cifar10 | cifar100 | svhn | fashion_mnist | mnist | digits | shapes")
+    dataset_options: Optional[dict] = setting(None, "lib.core.data.load_dataset options for shapes",
+                                              settings.dataset_options(),
+                                              note='dataset_options, e.g. {"num_classes": 10, "image_size": 32}',
+                                              fill=settings.profile_options)
+    batch_sizes: Optional[list] = setting(None, "images per step N (2N - 2 negatives per anchor); the paper: 16 ... "
+                                                "4096", _batch_sizes)
+    losses: list = setting(list(LOSSES), "contrastive losses compared [paper]", settings.choices(LOSSES))
+    seeds: Optional[int] = setting(None, "seeds per batch size and loss", settings.seed_count())
+    epochs: Optional[int] = setting(None, "training epochs at every batch size (FLAT's code: 100)")
+    warmup_epochs: Optional[float] = setting(None, "linear warm-up epochs, then cosine to 0 (FLAT's code: 10)")
+    width_multiplier: Optional[float] = setting(None, "ResNet-18 channel multiplier: 512 * width_multiplier features "
+                                                      "(paper: 1)")
+    optimizer: Optional[str] = setting(None, "lars | sgd | adam (FLAT's code: lars)")
+    lr_rules: Optional[list] = setting(None, "each an arm; every table and verdict is per arm",
+                                       settings.choices(LR_RULES, keep_order=True),  # FLAT's first in every table
+                                       note="learning-rate rules: linear: 0.3 × B / 256 (FLAT's code) | sqrt: "
+                                            "0.6 × √B [ours]")
+    projector_bn: Optional[bool] = setting(None, "BatchNorm in the projector's hidden layer (FLAT's code: none; "
+                                                 "SimCLR: yes)")
+    temperature: Optional[float] = setting(None, "softmax temperature of both losses (SSLConfig: 0.1) [code]")
+    train_subset: Optional[int] = setting(None, "use this many training images (0: all)")
+    probe_steps: Optional[int] = setting(None, "L-BFGS iterations of the linear probe [ours]")
+    device: str = setting("auto", "auto | cpu | cuda: on a GPU the runs go one at a time", settings.device())
+
+
+def resolve(p: dict) -> dict:
+    """Check the notebook's parameters and fill the None ones (:class:`Settings`). No compute."""
+    s = Settings.resolve(p)
+    plan(s)  # every run config is built once here: SSLConfig checks its fields, naming the parameter
     return s
 
 
 def plan(s: dict) -> list[SSLConfig]:
     """The run configs: batch sizes (smallest, the slowest per image, first) x learning-rate rules x losses
     x seeds. A rule sets the config's ``lr_scaling`` and its base ``lr`` (:data:`LR_RULES`)."""
-    shared = {k: s[k] for k in ("dataset", "dataset_options", "train_subset", "epochs", "warmup_epochs",
-                                "width_multiplier", "optimizer", "temperature", "probe_steps", "projector_bn",
-                                "device")}
-    return [SSLConfig(**shared, lr=LR_RULES[rule], lr_scaling=rule, batch_size=b, loss=loss, seed=seed)
+    return [Settings.run_config(s, lr=LR_RULES[rule], lr_scaling=rule, batch_size=b, loss=loss, seed=seed)
             for b in s["batch_sizes"] for rule in s["lr_rules"] for loss in s["losses"] for seed in range(s["seeds"])]
 
 

@@ -13,13 +13,15 @@ the factorial's analysis (:func:`main_runs`).
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Optional
 
 import numpy as np
 import pandas as pd
 
 from lib.cff.training import CFFConfig, train_cff
-from lib.core import params, stats, verdicts
+from lib.core import settings, stats, verdicts
 from lib.core.losses import MARGIN_MODES, STABILIZERS
+from lib.core.settings import setting
 from lib.studies import common
 from lib.studies.common import (
     sweep_options,  # noqa: F401  (run_sweep's options: part of every study's interface)
@@ -83,27 +85,35 @@ CLAIMS = {
 }
 
 
+class Settings(common.CFFSettings):
+    """Study 1's parameters (lib.core.settings): the cell of notebooks/01_margin_factorial is written from these
+    lines and CFFSettings' (the training fields, checked by CFFConfig when the plan is built)."""
+
+    profiles = PROFILES
+    dataset: Optional[str] = setting(None, "cifar10 | cifar100 | svhn | fashion_mnist | mnist | digits | shapes")
+    dataset_options: Optional[dict] = setting(None, 'load_dataset options, e.g. {"num_classes": 10, "difficulty": 0.3}',
+                                              settings.dataset_options(), fill=settings.profile_options)
+    seeds: Optional[int] = setting(None, "seeds per factorial cell (paper: 7)", settings.seed_count())
+    margin_modes: list = setting(list(common.ARMS), "margin treatments compared [paper]",
+                                 settings.choices(MARGIN_MODES))
+    stabilizers: list = setting(["detach", "direct"], "logit stabilisers compared [paper]",
+                                settings.choices(STABILIZERS))
+    dose_m0: float = setting(0.2, "layer-0 margin of the dose-response probe [summary]", common.margin)
+    dose_seeds: Optional[int] = setting(None, "clamp seeds at dose_m0 (0 skips the probe)", settings.seed_count(0))
+    trajectory_seeds: Optional[int] = setting(None, "seeds per arm of the layer-0-alone trajectory runs (0 skips "
+                                                    "them)", settings.seed_count(0))
+    trajectory_epochs: Optional[int] = setting(None, "epochs of the layer-0-alone trajectory runs", settings.integer(1))
+
+
 def resolve(p: dict) -> dict:
-    """Check the notebook's parameters and fill the None ones from the profile. No compute."""
-    s = common.profile_settings(p, PROFILES)
-    common.check_dataset(s, p, PROFILES)
-    params.seeds("seeds", s["seeds"])
-    params.seeds("dose_seeds", s["dose_seeds"], 0)
-    params.seeds("trajectory_seeds", s["trajectory_seeds"], 0)
-    params.integer("trajectory_epochs", s["trajectory_epochs"], 1)
-    s["margin_modes"] = params.choices("margin_modes", p.get("margin_modes"), MARGIN_MODES)
-    s["stabilizers"] = params.choices("stabilizers", p.get("stabilizers"), STABILIZERS)
-    common.check_training(s, p)
-    s["dose_m0"] = params.number("dose_m0", p.get("dose_m0"), 0.0, 1.0)
-    params.seeds("trajectory_seeds", s["trajectory_seeds"], 0)
-    params.integer("trajectory_epochs", s["trajectory_epochs"], 1)
-    # Every run config goes through CFFConfig once here, so a bad combination fails now.
-    plan(s)
+    """Check the notebook's parameters and fill the None ones (:class:`Settings`). No compute."""
+    s = Settings.resolve(p)
+    plan(s)  # every run config goes through CFFConfig once here, so a bad combination fails now
     return s
 
 
 def _config(s: dict, **run) -> CFFConfig:
-    return common.run_config(s, dataset=s["dataset"], dataset_options=s["dataset_options"], **run)
+    return Settings.run_config(s, **run)
 
 
 def plan(s: dict) -> list[CFFConfig]:

@@ -9,7 +9,7 @@ are added [ours]), the tables of its records, their analysis and the verdicts.
 """
 from __future__ import annotations
 
-import dataclasses
+from typing import Optional
 
 import numpy as np
 import pandas as pd
@@ -17,8 +17,9 @@ import pandas as pd
 from lib.collapse import model as collapse
 from lib.collapse.training import EXPERIMENTS as EXPERIMENTS  # the study's experiments, re-exported
 from lib.collapse.training import HEAD_MODES, MIN_STEPS, CollapseConfig, train_collapse
-from lib.core import params, verdicts
+from lib.core import params, settings, verdicts
 from lib.core.data import DATASETS
+from lib.core.settings import setting
 
 STUDY = "06_stop_gradient_collapse"
 PAPER_DATA = "a minimal model whose equations are not public (ours is a reconstruction)"  # first screen
@@ -28,14 +29,6 @@ QUESTION = ("In a minimal model with frustrated samples, does the label geometry
 # The verdict-table row (the start of its quantity) whose result the report's summary shows
 HEADLINE = "teacher–student: stop-gradient keeps the labels apart"
 TRAIN = train_collapse
-
-# Notebook parameters that are CollapseConfig fields, under the same names: None takes the profile's value,
-# else the field's default.
-FIELDS = ("num_classes", "embed_dim", "samples_per_class", "gamma", "dt", "steps", "readout_noise", "input_dim",
-          "input_noise", "head_init", "head_rate")
-# Study settings: what the plan varies or adds (r, seeds, the slow-head runs), and the fields of the student
-# and real-data runs that differ from the embedding runs' (their steps, their dataset and its subset).
-SETTINGS = ("r_values", "seeds", "student_steps", "slow_head_rate", "real_dataset", "real_train_subset")
 
 # Each profile's fields and settings. The paper's own sizes are not public: ``paper`` is a larger setting of
 # ours [ours].
@@ -52,42 +45,65 @@ PROFILES = {
 }
 
 
-def resolve(p: dict) -> dict:
-    """Check the notebook's parameters and fill the None ones from the profile, then the config. No compute."""
-    profile = params.choice("profile", p.get("profile"), PROFILES)
-    given = {k: (PROFILES[profile].get(k) if p.get(k) is None else p[k]) for k in FIELDS + SETTINGS}
-    defaults = {f.name: f.default for f in dataclasses.fields(CollapseConfig)}
-    # The config class checks the fields under their own names; the teacher-student experiment reads them all.
-    probe = CollapseConfig(experiment="teacher_student",
-                           **{k: defaults[k] if given[k] is None else given[k] for k in FIELDS})
-    s = {"profile": profile, **{k: getattr(probe, k) for k in FIELDS}}
-    s["r_values"] = _r_values(given["r_values"], s["samples_per_class"])
-    s["seeds"] = params.seeds("seeds", given["seeds"])
-    s["student_steps"] = params.integer("student_steps", given["student_steps"], MIN_STEPS)
-    s["real_dataset"] = params.choice("real_dataset", given["real_dataset"], DATASETS)
-    s["real_train_subset"] = params.integer("real_train_subset", given["real_train_subset"], 0)
-    s["slow_head_rate"] = params.number("slow_head_rate", given["slow_head_rate"], 0.0, 100.0)
-    data_root = p.get("data_root")
-    if data_root is not None and not isinstance(data_root, str):
-        params.fail("data_root", data_root, "None or a folder path (str)")
-    s["data_root"] = data_root
-    s["force"] = params.flag("force", p.get("force", False))
-    return s
-
-
-def _r_values(values, samples_per_class: int) -> list[float]:
-    allowed = (f"a non-empty list of distinct numbers in [0, 1), each a whole multiple of "
-               f"1/samples_per_class = 1/{samples_per_class}")
+def _r_values(name: str, values, s: dict) -> list[float]:
+    m = s["samples_per_class"]
+    if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+        return values  # CollapseConfig names samples_per_class when the plan is built
+    allowed = f"a non-empty list of distinct numbers in [0, 1), each a whole multiple of 1/samples_per_class = 1/{m}"
     if not isinstance(values, (list, tuple)) or not values or len(set(values)) != len(values):
-        params.fail("r_values", values, allowed)
+        params.fail(name, values, allowed)
     for r in values:
         if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 <= r < 1:
-            params.fail("r_values", values, allowed)
+            params.fail(name, values, allowed)
         try:
-            collapse.frustrated_per_class(samples_per_class, r)
+            collapse.frustrated_per_class(m, r)
         except ValueError:
-            params.fail("r_values", values, allowed)
+            params.fail(name, values, allowed)
     return [float(r) for r in values]
+
+
+class Settings(settings.RunOptions):
+    """Study 6's parameters (lib.core.settings): the cell of notebooks/06_stop_gradient_collapse is written from
+    these lines. A parameter without a check is a CollapseConfig field under the same name, checked when the plan
+    is built; the rest say what the plan varies or adds (r, seeds, the slow-head runs) and the fields of the
+    student and real-data runs that differ from the embedding runs' (their steps, their dataset and its subset)."""
+
+    profiles = PROFILES
+    config = CollapseConfig
+    num_classes: Optional[int] = setting(None, "n: classes, one label embedding each")
+    embed_dim: Optional[int] = setting(None, "d: embedding dimension (at least num_classes)")
+    samples_per_class: Optional[int] = setting(None, "m: samples per class; every r * m must be a whole number")
+    r_values: Optional[list] = setting(None, "frustrated fractions r, each in [0, 1)", _r_values)
+    gamma: Optional[float] = setting(None, "γ: the gradient-flow rate (config: 1) [ours]")
+    dt: Optional[float] = setting(None, "integrators' time step; a gradient-descent learning rate is rate * dt; "
+                                        "gamma * dt ≤ 0.5")
+    steps: Optional[int] = setting(None, "steps of the embedding-only and head models (they run to time steps * dt)")
+    seeds: Optional[int] = setting(None, "seeds per r: each seed is one random start of samples, labels and inputs",
+                                   settings.seed_count())
+    student_steps: Optional[int] = setting(None, "gradient-descent steps of the teacher–student and real-data students",
+                                           settings.integer(MIN_STEPS))
+    head_init: Optional[float] = setting(None, "W starts as head_init * I (config: 1, the no-head model) [ours]")
+    head_rate: Optional[float] = setting(None, "W's rate in γ units (config: 10) [ours]: the head adapts faster than "
+                                               "the embeddings")
+    slow_head_rate: float = setting(1.0, "also run stop-gradient with this slower head rate, to see when it fails "
+                                         "(0 skips) [ours]", settings.number(0.0, 100.0))
+    readout_noise: Optional[float] = setting(None, "std of the readout noise (config: 0.05) [ours]",
+                                             note="readout_noise: a fixed Gaussian noise added to the predictions "
+                                                  "before the nearest-label readout")
+    input_dim: Optional[int] = setting(None, "D: input dimension of the linear teacher–student model")
+    input_noise: Optional[float] = setting(None, "norm of the teacher's input noise (config: 0.05) [ours]",
+                                           note="input_noise is relative to the class prototypes, which have unit norm")
+    real_dataset: Optional[str] = setting(None, "the real-data check: digits (embedded) | mnist | fashion_mnist | "
+                                                "cifar10 | ...", settings.choice(DATASETS))
+    real_train_subset: Optional[int] = setting(None, "training images of the real-data check (0: all)",
+                                               settings.integer(0))
+
+
+def resolve(p: dict) -> dict:
+    """Check the notebook's parameters and fill the None ones (:class:`Settings`). No compute."""
+    s = Settings.resolve(p)
+    plan(s)  # every run config is built here: CollapseConfig checks its fields, naming the parameter
+    return s
 
 
 # --------------------------------------------------------------------------- plan
@@ -100,8 +116,8 @@ def sweep_options(s: dict) -> dict:
 
 def plan(s: dict) -> list[CollapseConfig]:
     """The run configs: embedding, head (sg, no_sg, slow-head sg), teacher-student, real data; x r x seeds."""
-    fields = {k: s[k] for k in FIELDS if k != "steps"} | {"dataset": s["real_dataset"],
-                                                          "train_subset": s["real_train_subset"]}
+    fields = {k: v for k, v in Settings.config_values(s).items() if k != "steps"} | {
+        "dataset": s["real_dataset"], "train_subset": s["real_train_subset"]}
 
     def run(experiment: str, **changes) -> CollapseConfig:
         return CollapseConfig(experiment=experiment, **(fields | changes))

@@ -1,0 +1,128 @@
+"""The studies' settings classes (lib.core.settings): each parameter declared once, its notebook cell written from it.
+
+What must hold: a notebook's ``parameters`` cell reads exactly as its study's class declares it (the test fails,
+printing the difference, when one of them changes alone); a parameter left as None takes the profile's value,
+else the run config's default (never another family's); a parameter is checked in one place, the study's check
+or the run config's; and a config field declared in the class reaches every run config without another edit.
+"""
+import ast
+import dataclasses
+import difflib
+from typing import Optional
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lib.cff.training import CFFConfig
+from lib.core import settings
+from lib.core.params import ParameterError
+from lib.core.settings import StudySettings, setting
+from lib.notebook import notebook_defaults, parameters_cell
+from lib.ssl.training import SSLConfig
+from lib.studies import STUDIES
+from lib.studies import flatnce_batch as flat
+
+DECLARED = [s for s in STUDIES.values() if s.settings is not None]
+
+
+@pytest.mark.parametrize("study", DECLARED, ids=[s.notebook for s in DECLARED])
+def test_the_notebook_cell_reads_as_the_settings_class(study):
+    cell, declared = parameters_cell(study), study.settings.cell()
+    diff = "\n".join(difflib.unified_diff(cell.splitlines(), declared.splitlines(), "notebook", "settings class",
+                                          lineterm=""))
+    assert cell == declared, (f"notebooks/{study.notebook}.py's parameters cell differs from {study.settings.__name__}"
+                              f" (python -m lib.notebook --parameters {study.number} --write):\n{diff}")
+    namespace: dict = {}
+    exec(cell, namespace)  # the cell's literals are the declared defaults, value for value
+    assert {k: namespace[k] for k in study.settings.declared} == notebook_defaults(study)
+
+
+def test_study_5_is_declared_by_its_class():
+    assert STUDIES["05"].settings is flat.Settings
+
+
+def test_a_none_parameter_takes_the_profile_then_the_config_default():
+    s = flat.resolve({"profile": "cpu"})
+    assert s["epochs"] == flat.PROFILES["cpu"]["epochs"]  # the profile sets it
+    # the profile does not set the temperature: SSLConfig's default, not CFF's (0.15)
+    assert s["temperature"] == SSLConfig.temperature != CFFConfig.temperature
+    assert flat.resolve({"profile": "cpu", "epochs": 2, "warmup_epochs": 0.5})["epochs"] == 2
+
+
+def test_the_profile_options_belong_to_the_profile_dataset():
+    assert flat.resolve({"profile": "smoke"})["dataset_options"] == flat.PROFILES["smoke"]["dataset_options"]
+    assert flat.resolve({"profile": "smoke", "dataset": "cifar10"})["dataset_options"] == {}
+
+
+def test_a_config_field_fails_in_the_config_naming_the_parameter():
+    with pytest.raises(ParameterError, match="epochs"):
+        flat.resolve({"profile": "smoke", "epochs": 0})
+    with pytest.raises(ParameterError, match="optimizer"):
+        flat.resolve({"profile": "smoke", "optimizer": "adagrad"})
+
+
+def test_a_new_config_hyperparameter_reaches_every_run(monkeypatch):
+    """Adding an SSLConfig field to study 5 is one line in its class (and the cell written from it)."""
+    class WithCrop(flat.Settings):
+        crop_min_scale: Optional[float] = setting(None, "RandomResizedCrop's smallest scale")
+
+    monkeypatch.setattr(flat, "Settings", WithCrop)
+    default = flat.plan(flat.resolve({"profile": "smoke"}))
+    assert {c.crop_min_scale for c in default} == {SSLConfig.crop_min_scale}
+    configs = flat.plan(flat.resolve({"profile": "smoke", "crop_min_scale": 0.3}))
+    assert {c.crop_min_scale for c in configs} == {0.3}
+    assert "crop_min_scale: Optional[float] = None  # RandomResizedCrop's smallest scale" in WithCrop.cell()
+    with pytest.raises(ParameterError, match="crop_min_scale"):
+        flat.resolve({"profile": "smoke", "crop_min_scale": 0.0})  # SSLConfig's check, once
+
+
+def test_an_unchecked_parameter_must_be_a_config_field():
+    with pytest.raises(TypeError, match="nothing would check it"):
+        class Unchecked(StudySettings):
+            config = SSLConfig
+            arms: Optional[list] = setting(None, "no check, no SSLConfig field")
+
+
+def test_a_profile_sets_only_declared_parameters():
+    with pytest.raises(TypeError, match="does not declare"):
+        class Undeclared(StudySettings):
+            profiles = {"quick": {"seeds": 2, "epochs": 3}}
+            config = SSLConfig
+            seeds: int = setting(None, "seeds", settings.seed_count())
+
+
+def test_a_setting_needs_its_type():
+    with pytest.raises(TypeError, match="annotation"):
+        class Untyped(StudySettings):
+            seeds = setting(None, "seeds", settings.seed_count())
+
+
+def test_the_shared_options_come_last_and_a_study_may_redeclare_one():
+    names = list(flat.Settings.declared)
+    assert names[0] == "profile"
+    assert names[-7:] == [n for n in settings.ParallelRuns.declared if n != "profile"]
+    assert "on a GPU" in flat.Settings.declared["device"].help  # study 5's own help, in RunOptions' place
+
+
+def test_config_values_are_the_declared_config_fields():
+    fields = {f.name for f in dataclasses.fields(SSLConfig)}
+    assert set(flat.Settings.config_fields()) == set(flat.Settings.declared) & fields
+    assert "seeds" not in flat.Settings.config_fields() and "device" in flat.Settings.config_fields()
+
+
+plain = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6),
+                  st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=6))
+nested = st.recursive(plain, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                     st.dictionaries(st.text(max_size=4), inner, max_size=3)),
+                      max_leaves=8)
+
+
+@given(nested)
+def test_a_literal_reads_back_as_its_value(value):
+    assert ast.literal_eval(settings.literal(value)) == value
+
+
+def test_a_value_without_a_literal_is_refused():
+    with pytest.raises(ValueError, match="literal"):
+        settings.literal([1.0, float("inf")])
