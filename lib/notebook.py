@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from lib import PROJECT_ROOT
+from lib import PROJECT_ROOT, explore
 from lib.core import params, verdicts
 from lib.core.config import as_dict
 from lib.core.data import DATASETS, load_datasets
@@ -178,6 +178,18 @@ def open_store(study: Study, settings: dict, configs: list, results_dir: str | P
     return store, [] if settings.get("force") else store.copy_finished(canonical, configs)
 
 
+# What the closing cells of every notebook say above their output (Setup.show_rerun, Setup.explore).
+RERUN_NOTE = ("Every record carries the exact command that reproduces it (`extra.rerun` in `results/runs/...`; check "
+              "out the record's `git_commit` first). The first run of this sweep:")
+LEGACY_RERUN = ("(recorded before provenance was kept: python -m lib.rerun --train <module.function> --config "
+                "<its config>)")
+EXPLORE_NOTE = " ".join([
+    "Choose the variant (the shipped results or one under `results/variants/`), the profile, a metric, a curve,",
+    "the layer (where the curves have layers) and a cell: the table holds each seed's value in every cell (a cell",
+    "is one combination of the settings the runs differ in, seeds apart), the left panel the same as dots, the",
+    "right panel the chosen curve of every run. The controls need a live kernel; a static render shows this",
+    "notebook's own results."])
+
 SIMULATIONS = "simulations"  # the sub-folder of a study's runs that holds its simulations (Setup.simulate)
 
 
@@ -248,6 +260,22 @@ class Setup:
             display(failed[["run_id", "status", *show]])
         return records, runs
 
+
+    def show_rerun(self, records: list[dict]) -> None:
+        """The command that re-runs the first of ``records``, under a line saying where every record keeps its own."""
+        from IPython.display import Markdown, display
+
+        display(Markdown(RERUN_NOTE))
+        print(records[0]["extra"].get("rerun", LEGACY_RERUN))
+
+    def explore(self) -> explore.Explorer:
+        """The study's results explorer (:func:`lib.explore.results_explorer`), opened at this notebook's profile
+        and variant, under a line saying what its controls do."""
+        from IPython.display import Markdown, display
+
+        display(Markdown(EXPLORE_NOTE))
+        return explore.results_explorer(self.study.module, profile=self.settings["profile"], variant=self.variant,
+                                        results_dir=self.results_dir)
 
     def simulate(self, train_fn: Callable, configs: list, *, batched_fn: Callable | None = None) -> list[dict]:
         """The study's simulations, run like its runs: every config without a finished record is simulated

@@ -444,25 +444,16 @@ store.write_frame("paper_vs_reproduced", comparison)
 display(comparison)
 
 # %% [markdown]
-# **Re-running one run.** Every record carries the exact command that reproduces it
-# (`extra.rerun` in `results/runs/...`; check out the record's `git_commit` first). The first run
-# of this sweep:
+# ## Re-run one run
 
 # %%
-print(records[0]["extra"].get("rerun", "(recorded before provenance was kept: "
-                                       "python -m lib.rerun --train <module.function> --config <its config>)"))
+nb.show_rerun(records)
 
 # %% [markdown]
 # ## Explore the results
-# Choose the variant (the shipped results or one under `results/variants/`), the profile, a metric, a curve, the
-# layer (where the curves have layers) and a cell: the table holds each seed's value in every cell (a cell is one
-# combination of the settings the runs differ in, seeds apart), the left panel the same as dots, the right panel the
-# chosen curve of every run. The controls need a live kernel; a static render shows this notebook's own results.
 
 # %%
-from lib import explore
-
-explore.results_explorer(study, profile=settings["profile"], variant=nb.variant, results_dir=results_dir)
+nb.explore()
 
 # %% [markdown]
 # ### The sphere simulation, by hand
@@ -471,4 +462,6 @@ explore.results_explorer(study, profile=settings["profile"], variant=nb.variant,
 # grows.
 
 # %%
+from lib import explore
+
 explore.sphere_explorer(lr=settings["sphere_lr"], pairs=settings["pairs"], dim=settings["dim"])

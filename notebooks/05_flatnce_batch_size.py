@@ -290,13 +290,13 @@ store.write_frame("paper_vs_reproduced", verdicts)
 display(verdicts)
 
 # %% [markdown]
-# ## Explore the results
-# Choose the variant (the shipped results or one under `results/variants/`), the profile, a metric, a curve, the
-# layer (where the curves have layers) and a cell: the table holds each seed's value in every cell (a cell is one
-# combination of the settings the runs differ in, seeds apart), the left panel the same as dots, the right panel the
-# chosen curve of every run. The controls need a live kernel; a static render shows this notebook's own results.
+# ## Re-run one run
 
 # %%
-from lib import explore
+nb.show_rerun(records)
 
-explore.results_explorer(study, profile=settings["profile"], variant=nb.variant, results_dir=results_dir)
+# %% [markdown]
+# ## Explore the results
+
+# %%
+nb.explore()
