@@ -126,3 +126,30 @@ def test_a_literal_reads_back_as_its_value(value):
 def test_a_value_without_a_literal_is_refused():
     with pytest.raises(ValueError, match="literal"):
         settings.literal([1.0, float("inf")])
+
+
+def test_the_writer_puts_the_class_cell_into_both_files_of_the_pair(tmp_path, monkeypatch):
+    """A cell edited by hand is written back from the class in the .py and the .ipynb; nothing else changes."""
+    import shutil
+
+    import nbformat
+
+    from lib import notebook
+    from lib.studies import find_study
+
+    study = find_study("05")
+    (tmp_path / "notebooks").mkdir()
+    for suffix in (".py", ".ipynb"):
+        shutil.copy(notebook.PROJECT_ROOT / "notebooks" / f"{study.notebook}{suffix}", tmp_path / "notebooks")
+    monkeypatch.setattr(notebook, "PROJECT_ROOT", tmp_path)
+    py, ipynb = tmp_path / "notebooks" / f"{study.notebook}.py", tmp_path / "notebooks" / f"{study.notebook}.ipynb"
+    original = py.read_text()
+    assert notebook.write_parameters_cell(study) == []  # already as the class writes it
+    py.write_text(original.replace("seeds: Optional[int] = None", "seeds: Optional[int] = 5"))
+    nb = nbformat.read(ipynb, as_version=4)
+    next(c for c in nb.cells if "parameters" in c.metadata.get("tags", [])).source = "profile = 'cpu'"
+    nbformat.write(nb, ipynb)
+    assert notebook.write_parameters_cell(study) == [py, ipynb]
+    assert py.read_text() == original
+    nb = nbformat.read(ipynb, as_version=4)
+    assert next(c for c in nb.cells if "parameters" in c.metadata.get("tags", [])).source == study.settings.cell()
