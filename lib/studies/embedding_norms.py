@@ -307,7 +307,7 @@ class Settings(settings.RunOptions):
     imbalanced_interventions: Optional[list] = setting(None, "on the imbalanced subset (the same names; [] for none)",
                                                        _imbalanced_interventions)
     imbalance_base: Optional[float] = setting(None, "class i keeps floor(n_i base^-i); None: 1.5 (10 classes), "
-                                                    "1.03365 (100) [code]", _imbalance_base, fill=lambda s, c: None)
+                                                    "1.03365 (100) [code]", _imbalance_base)
     simclr_loss: Optional[str] = setting(None, "SimCLR runs' loss: decoupled (None) [code] | infonce | flatnce",
                                          settings.choice(SIMCLR_LOSSES),
                                          note="decoupled: the authors' cross-view form [code]; infonce: SimCLR's "
