@@ -169,12 +169,16 @@ def experiment(study: str | Study, profile: str, parameters: dict, results_dir: 
     store = ResultsStore(results, study.name, profile)
     records = {r["run_id"]: r for r in store.records()}
     datasets = {r["config"].get("dataset") for r in records.values()} or None
-    planned = {store.run_id(c) for c in planned_configs(study, profile, datasets, parameters)}
-    new = sum(1 for run_id in planned if records.get(run_id, {}).get("status") not in FINISHED_STATUSES)
-    walls = sorted(records[run_id]["timings"]["wall_s"] for run_id in planned
-                   if records.get(run_id, {}).get("timings", {}).get("wall_s"))
+    configs = planned_configs(study, profile, datasets, parameters)  # a plan never holds a run twice (tests)
+    # Only a config with a recorded seed can be a recorded run, so only those are hashed: the experiments that
+    # would decide a claim plan thousands of seeds, and hashing them all took seconds per study.
+    seeds = {r["config"].get("seed") for r in records.values()}
+    recorded = [records[run_id] for run_id in (store.run_id(c) for c in configs if getattr(c, "seed", None) in seeds)
+                if records.get(run_id, {}).get("status") in FINISHED_STATUSES]
+    walls = sorted(r["timings"]["wall_s"] for r in recorded if r.get("timings", {}).get("wall_s"))
     seconds = walls[len(walls) // 2] if walls else None
-    return {"planned": len(planned), "new": new, "seconds_per_run": seconds,
+    new = len(configs) - len(recorded)
+    return {"planned": len(configs), "new": new, "seconds_per_run": seconds,
             "run_hours": None if seconds is None else new * seconds / 3600}
 
 

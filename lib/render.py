@@ -173,18 +173,22 @@ def to_html(nb: nbformat.NotebookNode, title: str, *, exclude_input: bool = Fals
 def stamp(rendered: Path, banner: str | None) -> list[Path]:
     """Put ``banner`` at the top of the shipped render ``rendered`` (``<notebook>_<profile>.ipynb``), or take
     an earlier one out (None), and write its two HTML copies again; no cell is executed. The files are
-    rewritten only where their bytes change; returns those that changed."""
+    rewritten only where their bytes change; returns those that changed. The HTML copies are made from the
+    notebook, so where it is already right (and they exist) they are left alone: converting every render took
+    most of a report's time."""
     nb = nbformat.read(rendered, as_version=4)
     nb.cells = [c for c in nb.cells if COVERAGE not in c.metadata.get("tags", [])]
     if banner:
         cell = nbformat.v4.new_markdown_cell(f"> **{banner}**", id="coverage-banner")
         cell.metadata["tags"] = [COVERAGE]
         nb.cells.insert(1, cell)
+    text = nbformat.writes(nb) + "\n"
+    copies = (rendered.with_suffix(".html"), rendered.with_name(f"{rendered.stem}{REPORT_SUFFIX}.html"))
+    if rendered.read_text(encoding="utf-8") == text and all(path.exists() for path in copies):
+        return []
     reader = findings_first(nb)
-    texts = {rendered: nbformat.writes(nb) + "\n",
-             rendered.with_suffix(".html"): to_html(reader, rendered.stem),
-             rendered.with_name(f"{rendered.stem}{REPORT_SUFFIX}.html"): to_html(reader, rendered.stem,
-                                                                                 exclude_input=True)}
+    texts = {rendered: text, copies[0]: to_html(reader, rendered.stem),
+             copies[1]: to_html(reader, rendered.stem, exclude_input=True)}
     changed = [path for path, text in texts.items() if not path.exists() or path.read_text(encoding="utf-8") != text]
     for path in changed:
         path.write_text(texts[path], encoding="utf-8")

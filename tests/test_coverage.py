@@ -10,7 +10,7 @@ import pytest
 
 from lib import PROJECT_ROOT, coverage
 from lib.core.config import as_dict
-from lib.render import COVERAGE, stamp
+from lib.render import COVERAGE, REPORT_SUFFIX, findings_first, stamp, to_html
 from lib.report import stamp_renders, write_index
 from lib.run.results import ResultsStore
 from lib.studies import STUDIES
@@ -121,7 +121,8 @@ def test_setting_changes_name_each_differing_key_with_its_values():
 
 def test_every_shipped_render_carries_the_banner_its_records_imply(tmp_path):
     """What ``python -m lib.report`` would stamp is what is shipped: a copy of each shipped render, stamped
-    with the banner the shipped records imply, is unchanged (so the main job changes no render)."""
+    with the banner the shipped records imply, is unchanged (so the main job changes no render), and its two
+    HTML copies are the ones made from it today (``stamp`` leaves them alone where the notebook is right)."""
     for notebook in sorted((SHIPPED / "notebooks").glob("*.ipynb")):
         study, profile = notebook.stem.rsplit("_", 1)
         banner = coverage.coverage(study, profile, SHIPPED).banner()
@@ -132,6 +133,27 @@ def test_every_shipped_render_carries_the_banner_its_records_imply(tmp_path):
             shutil.copy(path, tmp_path / path.name)
         shutil.copy(notebook, tmp_path / notebook.name)
         assert stamp(tmp_path / notebook.name, banner) == [], f"{notebook.name}: run python -m lib.report"
+        reader = findings_first(nbformat.read(notebook, as_version=4))
+        for path, exclude_input in ((notebook.with_suffix(".html"), False),
+                                    (notebook.with_name(f"{notebook.stem}{REPORT_SUFFIX}.html"), True)):
+            assert path.read_text(encoding="utf-8") == to_html(reader, notebook.stem, exclude_input=exclude_input), \
+                f"{path.name} is not made from {notebook.name}: render it again (python -m lib.run_all)"
+
+
+def test_stamping_a_render_whose_banner_is_right_converts_nothing_but_a_missing_copy(tmp_path, monkeypatch):
+    """The notebook decides: with its banner right, neither HTML copy is made again; a banner that changes, or a
+    copy that is missing, writes both copies again from the notebook."""
+    shipped = SHIPPED / "notebooks" / "01_margin_factorial_quick.ipynb"
+    for path in (SHIPPED / "notebooks").glob(f"{shipped.stem}*"):
+        shutil.copy(path, tmp_path / path.name)
+    render = tmp_path / shipped.name
+    converted = []
+    monkeypatch.setattr("lib.render.to_html", lambda nb, title, **kw: converted.append(title) or f"<html>{title}")
+    assert stamp(render, None) == [] and converted == []
+    (tmp_path / f"{shipped.stem}{REPORT_SUFFIX}.html").unlink()
+    copies = [tmp_path / f"{shipped.stem}{suffix}.html" for suffix in ("", REPORT_SUFFIX)]
+    assert stamp(render, None) == copies and converted == [shipped.stem] * 2
+    assert stamp(render, "a banner") == [render] and converted == [shipped.stem] * 4  # copies made again, unchanged
 
 
 def test_the_readme_lists_each_study_as_its_records_stand():
