@@ -42,6 +42,15 @@ def test_every_study_and_profile_plans_the_runs_it_planned(key):
         f"study {number}'s {profile} plan moved: its run ids changed (see this module's docstring)")
 
 
+@pytest.mark.parametrize("number", sorted(STUDIES))
+def test_no_plan_holds_a_run_twice(number):
+    """A run id names one run: ``lib.coverage.experiment`` counts a plan's runs by its configs."""
+    for profile in PROFILE_NAMES:
+        settings, _ = resolve_command(STUDIES[number], profile=profile, parameters={"seeds": 3})
+        ids = [config_hash(c) for c in STUDIES[number].module.plan(settings)]
+        assert len(set(ids)) == len(ids), f"study {number} plans a run twice at {profile}"
+
+
 def test_the_file_covers_every_study_and_profile():
     assert set(RECORDED) == {f"{n} {p}" for n in STUDIES for p in PROFILE_NAMES}
 
