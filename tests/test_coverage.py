@@ -111,6 +111,24 @@ def test_the_report_and_the_render_carry_the_banner_and_a_page_elsewhere_changes
     assert render in stamp_renders(results) and banner() is None
 
 
+@pytest.mark.parametrize("seeds", [2, 5, 40])
+def test_an_experiments_runs_and_cost_are_those_of_its_whole_plan(tmp_path, seeds):
+    """``experiment`` hashes only the configs with a recorded seed; its counts and time per run equal those of
+    every planned run id checked against the records (a failed record counts as new, a superseded one not)."""
+    results = planted(tmp_path, recorded=9, superseded=4, tabled="none")
+    store = ResultsStore(results, STUDY.name, "cpu")
+    failed = as_dict(coverage.planned_configs(STUDY, "cpu")[9])
+    store.write(failed, seed=failed["seed"], dataset=failed["dataset"], status="failed", metrics={}, timings={})
+    records = {r["run_id"]: r for r in store.records()}
+    ids = [store.run_id(c) for c in coverage.planned_configs(STUDY, "cpu", parameters={"seeds": seeds})]
+    finished = [i for i in ids if records.get(i, {}).get("status") == "ok"]
+    cost = coverage.experiment(STUDY, "cpu", {"seeds": seeds}, results)
+    assert cost == {"planned": len(ids), "new": len(ids) - len(finished),
+                    "seconds_per_run": 1.0 if finished else None,
+                    "run_hours": (len(ids) - len(finished)) / 3600 if finished else None}
+    assert len(finished) == 9  # the planted runs (seeds 0 and 1) are in every plan of two seeds or more
+
+
 def test_setting_changes_name_each_differing_key_with_its_values():
     old = [{"seed": 0, "lr": 0.6, "batch_size": 32, "ood": []}, {"seed": 1, "lr": 0.6, "batch_size": 256, "ood": []}]
     new = [{"seed": 0, "lr": 0.3, "batch_size": 32, "ood": [], "init": "cff"},
