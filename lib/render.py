@@ -183,12 +183,10 @@ def stamp(rendered: Path, banner: str | None) -> list[Path]:
         cell.metadata["tags"] = [COVERAGE]
         nb.cells.insert(1, cell)
     text = nbformat.writes(nb) + "\n"
-    copies = (rendered.with_suffix(".html"), rendered.with_name(f"{rendered.stem}{REPORT_SUFFIX}.html"))
+    copies = html_copies(rendered.parent, rendered.stem)
     if rendered.read_text(encoding="utf-8") == text and all(path.exists() for path in copies):
         return []
-    reader = findings_first(nb)
-    texts = {rendered: text, copies[0]: to_html(reader, rendered.stem),
-             copies[1]: to_html(reader, rendered.stem, exclude_input=True)}
+    texts = {rendered: text, **dict(zip(copies, html_texts(nb, rendered.stem)))}
     changed = [path for path, text in texts.items() if not path.exists() or path.read_text(encoding="utf-8") != text]
     for path in changed:
         path.write_text(texts[path], encoding="utf-8")
@@ -201,9 +199,19 @@ def write_renders(executed: Path, target: Path) -> list[Path]:
     paths, for the caller to move into ``target``'s folder."""
     nb = normalize(nbformat.read(executed, as_version=4), target)
     nbformat.write(nb, executed)
+    copies = html_copies(executed.parent, target.stem)
+    for path, text in zip(copies, html_texts(nb, target.stem)):
+        path.write_text(text, encoding="utf-8")
+    return [executed, *copies]
+
+
+def html_copies(folder: Path, stem: str) -> tuple[Path, Path]:
+    """The two HTML copies of the render ``<stem>.ipynb`` in ``folder``: the reader's copy, code included, and
+    the report's copy without input cells."""
+    return folder / f"{stem}.html", folder / f"{stem}{REPORT_SUFFIX}.html"
+
+
+def html_texts(nb: nbformat.NotebookNode, stem: str) -> tuple[str, str]:
+    """The texts of :func:`html_copies` for the executed notebook ``nb``, both opening with its findings."""
     reader = findings_first(nb)
-    full = executed.with_name(f"{target.stem}.html")
-    report = executed.with_name(f"{target.stem}{REPORT_SUFFIX}.html")
-    full.write_text(to_html(reader, target.stem), encoding="utf-8")
-    report.write_text(to_html(reader, target.stem, exclude_input=True), encoding="utf-8")
-    return [executed, full, report]
+    return to_html(reader, stem), to_html(reader, stem, exclude_input=True)

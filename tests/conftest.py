@@ -1,5 +1,5 @@
-"""Shared test fixtures: the tiny CFF config every training test uses."""
-import sys
+"""Shared test fixtures: the tiny CFF config every training test uses; the suite's processes."""
+import os
 from pathlib import Path
 
 import pytest
@@ -16,10 +16,32 @@ def tiny_cff():
     return dict(TINY_CFF)
 
 
+# The suite runs in one process per core (pytest-xdist, ``-n auto`` in pyproject.toml), at most this many: each
+# holds torch and starts notebook kernels, and the longest file (the notebooks' executions) bounds the gain.
+MOST_WORKERS = 4
+
+
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto``: the cores this process may use, at most MOST_WORKERS (``-n 0`` runs in this process)."""
+    return max(1, min(len(os.sched_getaffinity(0)), MOST_WORKERS))
+
+
+def pytest_configure(config):
+    """In a worker, torch's threads are this worker's share of the cores: more threads than cores make torch's
+    OpenMP threads wait on each other. (A training run sets its own count from its config's ``threads``.)"""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers is not None:
+        import torch
+
+        torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // int(workers)))
+
+
 def pytest_terminal_summary(terminalreporter):
-    """Say which comparison the golden test made: exact, or within tolerance and why (tests/golden)."""
-    golden = sys.modules.get("tests.test_golden")
+    """Say which comparison the golden test made: exact, or within tolerance and why (tests/golden). Under
+    xdist this process collected no test, so it reads the comparison from the module itself."""
     ran = any("test_golden.py::test_metrics_match" in getattr(report, "nodeid", "")
               for reports in terminalreporter.stats.values() for report in reports)
-    if golden is not None and ran:
-        terminalreporter.write_line(f"golden metrics: {golden.COMPARISON}")
+    if ran:
+        from tests import test_golden  # torch and the goldens: only when the golden tests ran
+
+        terminalreporter.write_line(f"golden metrics: {test_golden.COMPARISON}")

@@ -38,15 +38,17 @@ OTHER_CAPABILITY = "avx2" if torch.backends.cpu.get_cpu_capability().startswith(
 @pytest.fixture(scope="module")
 def renders():
     """The notebook rendered three times from the same records, the last with its kernel under
-    ``ATEN_CPU_CAPABILITY=OTHER_CAPABILITY``: copies of its shipped quick records in a variant of their own
-    under results/variants/ (not versioned, removed afterwards), so rendering runs nothing, the shipped
-    results are not touched, and every path the notebook prints lies under the project root."""
+    ``ATEN_CPU_CAPABILITY=OTHER_CAPABILITY``: copies of its shipped quick records in a variant of their own,
+    in a results folder under the project's ignored .cache/ (removed afterwards), so rendering runs nothing,
+    every path the notebook prints lies under the project root, and results/ is neither touched nor seen
+    changing by the tests that read it beside this one (the suite runs in several processes)."""
     variant = f"test-render-{uuid.uuid4().hex[:8]}"
+    results_dir = Path(".cache") / variant  # relative to the project root, as the notebook's results_dir is
     study = next(s for s in STUDIES.values() if s.notebook == NOTEBOOK)
-    job = run_all.plan_job(study, profile=PROFILE, results_dir="results", parameters={}, variant=variant)
+    job = run_all.plan_job(study, profile=PROFILE, results_dir=str(results_dir), parameters={}, variant=variant)
     shipped = PROJECT_ROOT / "results" / "runs" / NOTEBOOK / PROFILE
     try:
-        shutil.copytree(shipped, variant_root(PROJECT_ROOT / "results", variant) / "runs" / NOTEBOOK / PROFILE)
+        shutil.copytree(shipped, variant_root(PROJECT_ROOT / results_dir, variant) / "runs" / NOTEBOOK / PROFILE)
         snapshots = []
         for capability in (None, None, OTHER_CAPABILITY):
             with kernel_capability(capability):
@@ -54,7 +56,7 @@ def renders():
             snapshots.append(snapshot(job.output_dir))
         yield snapshots
     finally:
-        shutil.rmtree(variant_root(PROJECT_ROOT / "results", variant), ignore_errors=True)
+        shutil.rmtree(PROJECT_ROOT / results_dir, ignore_errors=True)
 
 
 @contextlib.contextmanager
