@@ -50,7 +50,8 @@ PROFILES = {
                   probe_epochs=15, dose_seeds=5, trajectory_seeds=3, trajectory_epochs=12, workers=2),
     # Batch 512: the paper's positive-pair density. probe_epochs 15 here and in quick, not CFF's 50 [ours]:
     # under eval_protocol "cff" every probe epoch encodes the augmented training split again, and 50 of
-    # them would cost more than the 8 training epochs; 15 keep the study near its 2 hours on 2 cores.
+    # them would cost more than the 8 training epochs. Measured on 2 cores (docs/notes/queue.md): 11-13 min a
+    # run two at a time, the 49 runs about 5 hours.
     "cpu": dict(dataset="cifar10", dataset_options={}, seeds=7, layers=4, embed_dim=64, heads=4, patch=4, epochs=8,
                 batch_size=512, train_subset=0, probe_epochs=15, dose_seeds=7, trajectory_seeds=7,
                 trajectory_epochs=32, workers=2),
