@@ -86,7 +86,9 @@ SHAPES_32 = {"num_classes": 10, "difficulty": 0.3, "image_size": 32}
 # Everything a profile sets (study settings, and SSLConfig fields by name); a notebook parameter left as
 # None takes the profile's value, else the study's or SSLConfig's default. The latent-class simulation is the
 # authors' (2,000 points, 100 epochs) in every profile but smoke, with at least 20 seeds: 20 seeds take about
-# a minute on one loaded core (all seeds train side by side).
+# a minute on one loaded core (all seeds train side by side). Images: 3 seeds per arm in quick and cpu [ours],
+# the fewest that give the per-seed claims (the norm as confidence and OOD score, the interventions' gains) a
+# CI and a power; with one seed they could only be 'not measured'. smoke keeps one: it exercises the code.
 PROFILES = {
     "smoke": dict(radii=[0.5, 1.0, 2.0], pairs=50, sphere_lr=1.0, latent_samples=400, latent_epochs=3, latent_seeds=20,
                   dataset="shapes", dataset_options={**SHAPES_32, "image_size": 16, "n_train": 320, "n_test": 100},
@@ -103,22 +105,21 @@ PROFILES = {
                   imbalanced_dataset="shapes", interventions=["default", "weight_decay", "cut_init", "grad_scale"],
                   imbalanced_interventions=["default", "cut_init", "grad_scale"],
                   simclr_weight_decays=[1e-4], simsiam_weight_decays=[5e-2],
-                  seeds=1, width_multiplier=0.125, simsiam_dim=256,
+                  seeds=3, width_multiplier=0.125, simsiam_dim=256,
                   epochs=2, batch_size=64, warmup_epochs=0.5, probe_steps=200,
                   ood=[{"dataset": "shapes", "dataset_options": {"num_classes": 10, "seed": 1, "n_train": 10,
                                                                  "n_test": 500}}, "digits"], workers=2),
     # The offline CIFAR-10 subset (10,000 training images; imbalanced: 2,944; the OOD runs: classes 0-4, 5,000);
-    # unseen: CIFAR-10's test classes 5-9 (near), Fashion-MNIST and MNIST at 32x32x3 (far). 16 runs, 21,000 steps
-    # of batch 128, half of them SimSiam's in 8 micro-batches of 16 (about 10% slower per step): at the measured
-    # 0.65 s (SimCLR) and 0.38 s (SimSiam) of wall time per step at load 6 on the team's 2 cores, 93 min of
-    # training and about 7 of evaluation on the two workers, about half that on idle cores.
+    # unseen: CIFAR-10's test classes 5-9 (near), Fashion-MNIST and MNIST at 32x32x3 (far). 16 runs a seed, 21,000
+    # steps of batch 128 in all, half of them SimSiam's in 8 micro-batches of 16. Measured (docs/notes/queue.md):
+    # median 1,203 s a run two at a time, 5.3 run-hours a seed, about 8 hours for the three.
     "cpu": dict(radii=[0.25, 0.5, 0.75, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0], pairs=500, sphere_lr=10.0,
                 latent_samples=2000, latent_epochs=100, latent_seeds=40,
                 dataset="cifar10", dataset_options={}, imbalanced_dataset="cifar10",
                 interventions=["default", "weight_decay", "cut_init", "grad_scale"],
                 imbalanced_interventions=["default", "cut_init", "grad_scale"],
                 simclr_weight_decays=[1e-4], simsiam_weight_decays=[5e-2],
-                seeds=1, width_multiplier=0.125, simsiam_dim=512,
+                seeds=3, width_multiplier=0.125, simsiam_dim=512,
                 epochs=25, batch_size=128, warmup_epochs=2.5, probe_steps=500,
                 ood=["fashion_mnist", "mnist"], workers=2),
     "paper": dict(radii=[0.25, 0.5, 0.75, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0], pairs=500, sphere_lr=10.0,
