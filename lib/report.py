@@ -378,8 +378,9 @@ def to_decide(results: Path, shown_by_study: dict[str, tuple[str, list[str]]]) -
     if not rows:
         return ""
     return ('<h2 id="to-decide">What it would take</h2><p class="meta">Each inconclusive claim above, and the '
-            "experiment that would decide it: the seeds per arm for 80% power at the paper's value (α = 0.05, "
-            "two-sided; the power functions are in <code>lib/core/verdicts.py</code>), the command at the scale of the "
+            "experiment that would decide it: the seeds per arm for 80% power at the paper's value (α = 0.05 "
+            "two-sided, divided by the number of claims Holm corrects together; the power functions are in "
+            "<code>lib/core/verdicts.py</code>), the command at the scale of the "
             "verdict and at the paper's (add <code>--backend slurm</code> on a cluster). Run-hours count one run at "
             "a time; divide by the runs in parallel.</p><div class=\"scroll\"><table class=\"decide\"><tr>"
             "<th>study</th><th>claim</th><th>power now</th><th>seeds per arm for 80%</th><th>at this scale</th>"

@@ -20,7 +20,8 @@ assessment its verdict, from the numbers alone, in the same grammar for every st
 6. not significant, and power ≥ 0.8 at the published value or the CI excludes it → *not reproduced*
 7. otherwise → *inconclusive (power P%)*, with the seeds per arm that would give 80%
 
-The measures (:data:`MEASURES`), each with its test, CI and power (α = 0.05, two-sided):
+The measures (:data:`MEASURES`), each with its test, CI and power (α = 0.05, two-sided; in a family of m
+measured claims :func:`decide` takes the power and the seeds needed at α/m, the level Holm gives every claim):
 
 - ``variance_ratio`` R = Var(a)/Var(b): the F-test; the CI is the F interval [R̂/F(1-α/2), R̂/F(α/2)] with
   df (n_a - 1, n_b - 1), the test's own dual, so "significant" and "the CI excludes 1" never disagree
@@ -52,7 +53,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -139,6 +140,8 @@ class Assessment:
     p_holm: float = float("nan")
     verdict: str = ""
     notes: dict = field(default_factory=dict)
+    # (power, seeds_needed) at a given two-sided level: decide() asks it at the family's level ALPHA / m
+    power_at: Callable[[float], tuple[float, int | None]] | None = field(default=None, compare=False, repr=False)
 
     @property
     def measured(self) -> bool:
@@ -213,8 +216,11 @@ def _variance_ratio(claim: Claim, a: np.ndarray, b: np.ndarray) -> dict:
     r = float(va / vb)
     p = variance_ratio_p(r, a.size, b.size)
     ci = (r / _st.f.ppf(1 - ALPHA / 2, d1, d2), r / _st.f.ppf(ALPHA / 2, d1, d2))
-    return dict(estimate=r, ci=ci, p=p, power=variance_ratio_power(claim.published, a.size, n_b=b.size, alpha=ALPHA),
-                seeds_needed=seeds_for_variance_ratio(claim.published, power=TARGET_POWER, alpha=ALPHA))
+
+    def power_at(alpha):
+        return (variance_ratio_power(claim.published, a.size, n_b=b.size, alpha=alpha),
+                seeds_for_variance_ratio(claim.published, power=TARGET_POWER, alpha=alpha))
+    return dict(estimate=r, ci=ci, p=p, power_at=power_at)
 
 
 def _welch(a: np.ndarray, b: np.ndarray, null: float) -> tuple[float, tuple[float, float], float]:
@@ -233,20 +239,20 @@ def _pooled_sd(a: np.ndarray, b: np.ndarray) -> float:
     return math.sqrt(((a.size - 1) * np.var(a, ddof=1) + (b.size - 1) * np.var(b, ddof=1)) / (a.size + b.size - 2))
 
 
-def _two_sample_power(effect: float, sd: float, n_a: int, n_b: int) -> tuple[float, int | None]:
-    """Power of the two-sided two-sample t-test at ``effect`` (in the data's units) and the seeds per arm
-    for TARGET_POWER, at Cohen's d = effect / sd (noncentral t, df n_a + n_b - 2)."""
+def _two_sample_power(effect: float, sd: float, n_a: int, n_b: int, alpha: float = ALPHA) -> tuple[float, int | None]:
+    """Power of the two-sided two-sample t-test at level ``alpha`` and ``effect`` (in the data's units) and the
+    seeds per arm for TARGET_POWER, at Cohen's d = effect / sd (noncentral t, df n_a + n_b - 2)."""
     if not sd > 0:
         return float("nan"), None
     d = abs(effect) / sd
-    power = _t_power(TTestIndPower(), effect_size=d, nobs1=n_a, ratio=n_b / n_a)
-    return power, _seeds_needed(lambda n: _t_power(TTestIndPower(), effect_size=d, nobs1=n, ratio=1.0))
+    power = _t_power(TTestIndPower(), alpha, effect_size=d, nobs1=n_a, ratio=n_b / n_a)
+    return power, _seeds_needed(lambda n: _t_power(TTestIndPower(), alpha, effect_size=d, nobs1=n, ratio=1.0))
 
 
-def _t_power(solver, **kwargs) -> float:
-    """statsmodels' power of a t-test, which returns NaN where the noncentral t's tail underflows (d ≈ 10 at
-    n = 5): there the power is 1 to double precision."""
-    power = float(solver.power(alpha=ALPHA, **kwargs))
+def _t_power(solver, alpha: float, **kwargs) -> float:
+    """statsmodels' power of a t-test at the two-sided level ``alpha``, which returns NaN where the noncentral
+    t's tail underflows (d ≈ 10 at n = 5): there the power is 1 to double precision."""
+    power = float(solver.power(alpha=alpha, **kwargs))
     return 1.0 if math.isnan(power) and kwargs["effect_size"] > 1 else power
 
 
@@ -267,8 +273,9 @@ def _seeds_needed(power_at) -> int | None:
 
 def _mean_difference(claim: Claim, a: np.ndarray, b: np.ndarray) -> dict:
     diff, ci, p = _welch(a, b, claim.null_value)
-    power, needed = _two_sample_power(claim.published - claim.null_value, _pooled_sd(a, b), a.size, b.size)
-    return dict(estimate=diff, ci=ci, p=p, power=power, seeds_needed=needed)
+    sd = _pooled_sd(a, b)
+    return dict(estimate=diff, ci=ci, p=p, power_at=lambda alpha: _two_sample_power(
+        claim.published - claim.null_value, sd, a.size, b.size, alpha))
 
 
 def _ratio(claim: Claim, a: np.ndarray, b: np.ndarray) -> dict:
@@ -276,9 +283,9 @@ def _ratio(claim: Claim, a: np.ndarray, b: np.ndarray) -> dict:
         raise ValueError(f"{claim.quantity}: a ratio needs positive observations")
     la, lb = np.log(a), np.log(b)
     diff, (lo, hi), p = _welch(la, lb, math.log(claim.null_value))
-    power, needed = _two_sample_power(math.log(claim.published / claim.null_value), _pooled_sd(la, lb), a.size,
-                                      b.size)
-    return dict(estimate=math.exp(diff), ci=(math.exp(lo), math.exp(hi)), p=p, power=power, seeds_needed=needed)
+    sd = _pooled_sd(la, lb)
+    return dict(estimate=math.exp(diff), ci=(math.exp(lo), math.exp(hi)), p=p, power_at=lambda alpha: _two_sample_power(
+        math.log(claim.published / claim.null_value), sd, a.size, b.size, alpha))
 
 
 def _one_sample(claim: Claim, a: np.ndarray) -> dict:
@@ -289,15 +296,18 @@ def _one_sample(claim: Claim, a: np.ndarray) -> dict:
     half = _st.t.ppf(1 - ALPHA / 2, n - 1) * se
     p = float(2 * _st.t.sf(abs(mean - claim.null_value) / se, n - 1))
     d = abs(claim.published - claim.null_value) / sd
-    return dict(estimate=mean, ci=(mean - half, mean + half), p=p, power=_t_power(TTestPower(), effect_size=d, nobs=n),
-                seeds_needed=_seeds_needed(lambda k: _t_power(TTestPower(), effect_size=d, nobs=k)))
+
+    def power_at(alpha):
+        return (_t_power(TTestPower(), alpha, effect_size=d, nobs=n),
+                _seeds_needed(lambda k: _t_power(TTestPower(), alpha, effect_size=d, nobs=k)))
+    return dict(estimate=mean, ci=(mean - half, mean + half), p=p, power_at=power_at)
 
 
-def _equivalence_power(delta: float, margin: float, sd: float, n_a: int, n_b: int) -> float:
-    """Power of the TOST (two one-sided Welch tests at ALPHA each) when the true difference is ``delta``,
-    with the SD taken as known: P(the 1 - 2·ALPHA interval lies inside ±margin), df n_a + n_b - 2."""
+def _equivalence_power(delta: float, margin: float, sd: float, n_a: int, n_b: int, alpha: float = ALPHA) -> float:
+    """Power of the TOST (two one-sided Welch tests at ``alpha`` each) when the true difference is ``delta``,
+    with the SD taken as known: P(the 1 - 2·alpha interval lies inside ±margin), df n_a + n_b - 2."""
     se = sd * math.sqrt(1 / n_a + 1 / n_b)
-    t = _st.t.ppf(1 - ALPHA, n_a + n_b - 2)
+    t = _st.t.ppf(1 - alpha, n_a + n_b - 2)
     df = n_a + n_b - 2
     return float(max(0.0, _st.t.cdf((margin - delta) / se - t, df) + _st.t.cdf((margin + delta) / se - t, df) - 1))
 
@@ -317,11 +327,12 @@ def _equivalence(claim: Claim, a: np.ndarray, b: np.ndarray) -> dict:
     sd = _pooled_sd(a, b)
     delta = claim.published - claim.null_value
 
-    def power_at(n_a, n_b):
-        return _equivalence_power(delta, claim.margin, sd, n_a, n_b) if sd > 0 else float("nan")
-    needed = _seeds_needed(lambda n: power_at(n, n)) if sd > 0 else None
-    return dict(estimate=diff, ci=ci, p=p, power=power_at(a.size, b.size), seeds_needed=needed,
-                notes={"p_difference": p_difference})
+    def power_at(alpha):
+        if not sd > 0:
+            return float("nan"), None
+        return (_equivalence_power(delta, claim.margin, sd, a.size, b.size, alpha),
+                _seeds_needed(lambda n: _equivalence_power(delta, claim.margin, sd, n, n, alpha)))
+    return dict(estimate=diff, ci=ci, p=p, power_at=power_at, notes={"p_difference": p_difference})
 
 
 def telescope_effect(claim: Claim, sd: float | None = None) -> float | None:
@@ -360,7 +371,8 @@ def evaluate(claim: Claim, a=None, b=None) -> Assessment:
     sd = (float(np.std(arms[0], ddof=1)) if claim.measure == "one_sample" else
           _pooled_sd(*(np.log(x) for x in arms)) if claim.measure == "ratio" else
           _pooled_sd(*arms) if claim.measure in ("mean_difference", "equivalence") else None)
-    return Assessment(claim, n, telescope=telescope_effect(claim, sd), **numbers)
+    power, needed = numbers["power_at"](ALPHA) if "power_at" in numbers else (float("nan"), None)
+    return Assessment(claim, n, telescope=telescope_effect(claim, sd), power=power, seeds_needed=needed, **numbers)
 
 
 # ------------------------------------------------------------------------------ the verdicts
@@ -381,12 +393,16 @@ def _log_vr(a: np.ndarray, b: np.ndarray) -> tuple[float, float] | None:
     return math.log(va / vb), 2 / (a.size - 1) + 2 / (b.size - 1)
 
 
-def _contrast_power(effect: float, n_per_arm: int, others: int) -> float:
+def _z_power(effect: float, se: float, alpha: float) -> float:
+    """Power of the two-sided z-test at level ``alpha`` when the true effect is ``effect`` and its SE ``se``."""
+    z = _st.norm.ppf(1 - alpha / 2)
+    return float(_st.norm.cdf(abs(effect) / se - z) + _st.norm.cdf(-abs(effect) / se - z))
+
+
+def _contrast_power(effect: float, n_per_arm: int, others: int, alpha: float = ALPHA) -> float:
     """Power of the two-sided z-test of a log-VR contrast at ``effect`` with n seeds in every arm."""
     v = 4 / (n_per_arm - 1)
-    se = math.sqrt(v + v / others)
-    z = _st.norm.ppf(1 - ALPHA / 2)
-    return float(_st.norm.cdf(abs(effect) / se - z) + _st.norm.cdf(-abs(effect) / se - z))
+    return _z_power(effect, math.sqrt(v + v / others), alpha)
 
 
 def evaluate_contrast(claim: Claim, first: tuple, others: list[tuple]) -> Assessment:
@@ -411,10 +427,13 @@ def evaluate_contrast(claim: Claim, first: tuple, others: list[tuple]) -> Assess
     p = float(2 * _st.norm.sf(abs(c - math.log(claim.null_value)) / se))
     effect = math.log(claim.published / claim.null_value)
     n = min(min(x.size for x in head), *(min(a.size, b.size) for a, b in rest))
-    power = float(_st.norm.cdf(abs(effect) / se - z) + _st.norm.cdf(-abs(effect) / se - z))
-    needed = _seeds_needed(lambda m: _contrast_power(effect, m, k) if m > 1 else 0.0)
+
+    def power_at(alpha):
+        return (_z_power(effect, se, alpha),
+                _seeds_needed(lambda m: _contrast_power(effect, m, k, alpha) if m > 1 else 0.0))
+    power, needed = power_at(ALPHA)
     return Assessment(claim, (head[0].size, head[1].size), estimate=math.exp(c), ci=(math.exp(c - z * se),
-                      math.exp(c + z * se)), p=p, power=power, seeds_needed=needed,
+                      math.exp(c + z * se)), p=p, power=power, seeds_needed=needed, power_at=power_at,
                       notes={"datasets": 1 + k, "seeds": n})
 
 
@@ -457,9 +476,13 @@ def verdict(assessment: Assessment, p_holm: float) -> str:
 
 
 def decide(assessments: list[Assessment]) -> list[Assessment]:
-    """Each assessment with its Holm-adjusted p (within its claim's family; checks are not tested as claims)
-    and its verdict, in the order given."""
+    """Each assessment with its Holm-adjusted p (within its claim's family; checks are not tested as claims),
+    its power and seeds needed at the family's level ALPHA / m (m: the family's measured claims), and its
+    verdict, in the order given. Holm rejects a claim whenever its raw p is below ALPHA / m, so the power there
+    is the least the claim has under the correction its p gets [ours]: a power at ALPHA would call a null
+    informative that the corrected test could not have seen."""
     p_holm = [float("nan")] * len(assessments)
+    decided = list(assessments)
     families: dict[str, list[int]] = {}
     for i, a in enumerate(assessments):
         if a.claim.kind == "claim" and a.measured:
@@ -467,8 +490,12 @@ def decide(assessments: list[Assessment]) -> list[Assessment]:
     for members in families.values():
         for i, adjusted in zip(members, holm([assessments[i].p for i in members])):
             p_holm[i] = adjusted
+            a = assessments[i]
+            if len(members) > 1 and a.power_at is not None:
+                power, needed = a.power_at(ALPHA / len(members))
+                decided[i] = replace(a, power=power, seeds_needed=needed)
     return [replace(a, p_holm=ph, verdict=verdict(a, ph if math.isfinite(ph) else a.p))
-            for a, ph in zip(assessments, p_holm)]
+            for a, ph in zip(decided, p_holm)]
 
 
 # Each verdict's CSS class and colour: the report's badges and row marks, and the notebooks' verdict tables.
