@@ -196,19 +196,44 @@ def provenance(results: Path, study: str, profile: str) -> dict:
 
 
 def machine(record: dict) -> str:
-    """The machine a record names: CPU model and torch's CPU capability (GPU where one ran it)."""
+    """The machine a record names: CPU model and torch's CPU capability, and the kernel variables that held MKL
+    or oneDNN to an instruction set where any were set (GPU where one ran it)."""
     env = record.get("environment", {})
     if env.get("device") not in (None, "cpu"):
         return f"{env['device']} (CUDA {env.get('cuda')})"
     if "cpu_model" not in env:
         return "not recorded"
-    return f"{env['cpu_model']} ({env.get('cpu_capability')})"
+    pinned = "".join(f", {name}={value}" for name, value in sorted((env.get("kernel_env") or {}).items()))
+    return f"{env['cpu_model']} ({env.get('cpu_capability')}{pinned})"
+
+
+def _naming_keys(configs: list[dict]) -> list[str]:
+    """The fewest settings that still tell the cells apart: those that vary, less any that another one
+    implies (a dataset's padding), dropped from the fewest-valued first and numbers before names."""
+    def values(key):
+        return {json.dumps(c.get(key), sort_keys=True) for c in configs}
+
+    def cells(keys):
+        return len({json.dumps([c.get(k) for k in keys], sort_keys=True) for c in configs})
+
+    keys = sorted((k for k in {k for c in configs for k in c} if len(values(k)) > 1),
+                  key=lambda k: (len(values(k)), all(isinstance(c.get(k), str) for c in configs), k))
+    full = cells(keys)
+    for key in list(keys):
+        if cells([k for k in keys if k != key]) == full:
+            keys.remove(key)
+    return sorted(keys)
+
+
+MAX_CELLS_NAMED = 12  # beyond this many cells on one set of machines, the statement gives their count
 
 
 def machine_statement(records: list[dict]) -> str:
     """Which machines made the runs, and whether every cell of the design (a config but its seed) ran on each
     of them: results differ between machines in the last bits and beyond (docs/notes/portability.md), so an
-    arm that sat on one machine would carry the machine in its effect."""
+    arm that sat on one machine would carry the machine in its effect. Where cells sat on different machines
+    it names them by the settings that vary between cells, so that a reader sees which comparisons share a
+    machine (an arm against its partner on the same machine is still a fair comparison)."""
     if not records:
         return ""
     machines = Counter(machine(r) for r in records)
@@ -216,16 +241,27 @@ def machine_statement(records: list[dict]) -> str:
         (name, _), = machines.items()
         return ("machine not recorded (records written before the hardware was kept)" if name == "not recorded"
                 else f"all on {name}")
+    configs = [{k: v for k, v in r["config"].items() if k != "seed"} for r in records]
+    varying = _naming_keys(configs)
     cells: dict[str, set[str]] = {}
-    for r in records:
-        cell = json.dumps({k: v for k, v in r["config"].items() if k != "seed"}, sort_keys=True)
-        cells.setdefault(cell, set()).add(machine(r))
+    for config, r in zip(configs, records):
+        label = " ".join(f"{k}={config.get(k)}" for k in varying) or "the one cell"
+        cells.setdefault(label, set()).add(machine(r))
     one_machine = sum(len(on) == 1 for on in cells.values())
-    balance = ("every cell of the design ran on more than one of them" if not one_machine else
-               f"{one_machine} of {len(cells)} cells of the design ran on one machine only: those arms are not "
-               "balanced across machines")
-    return (f"runs on {len(machines)} machines: " + ", ".join(f"{name} {n}" for name, n in machines.most_common())
-            + f"; {balance}")
+    statement = (f"runs on {len(machines)} machines: "
+                 + ", ".join(f"{name} {n}" for name, n in machines.most_common()))
+    if not one_machine:
+        return statement + "; every cell of the design ran on more than one of them"
+    by_machines: dict[tuple[str, ...], list[str]] = {}
+    for label, on in cells.items():
+        by_machines.setdefault(tuple(sorted(on, key=lambda m: (-machines[m], m))), []).append(label)
+    order = sorted(by_machines, key=lambda on: (len(on), [-machines[m] for m in on], on))
+    groups = "; ".join(
+        " + ".join(on) + ": " + (", ".join(sorted(by_machines[on])) if len(by_machines[on]) <= MAX_CELLS_NAMED
+                                 else f"{len(by_machines[on])} cells")
+        for on in order)
+    return (statement + f"; {one_machine} of {len(cells)} cells of the design ran on one machine only: those arms "
+            f"are not balanced across machines (cells by machine: {groups})")
 
 
 def commit_statement(commits: list[tuple[str, bool, int]]) -> str:

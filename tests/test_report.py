@@ -283,9 +283,12 @@ def test_variants_are_listed_on_their_own_page_and_never_change_the_shipped_one(
 def test_machines_are_named_and_cells_on_one_machine_only_are_counted():
     from lib.report import machine_statement
 
-    def record(seed, arm, cpu=None):
+    def record(seed, arm, cpu=None, dataset="mnist", kernel_env=None):
         env = {"device": "cpu"} | ({"cpu_model": cpu, "cpu_capability": "AVX2"} if cpu else {})
-        return {"config": {"seed": seed, "margin_mode": arm}, "environment": env}
+        env |= {"kernel_env": kernel_env} if kernel_env else {}
+        padding = 12 if dataset == "cifar10" else 4  # implied by the dataset: the statement leaves it out
+        return {"config": {"seed": seed, "margin_mode": arm, "dataset": dataset, "padding": padding},
+                "environment": env}
 
     assert machine_statement([record(0, "clamp"), record(1, "subtract")]).startswith("machine not recorded")
     assert machine_statement([record(0, "clamp", "A"), record(1, "subtract", "A")]) == "all on A (AVX2)"
@@ -293,8 +296,24 @@ def test_machines_are_named_and_cells_on_one_machine_only_are_counted():
     assert machine_statement(interleaved) == ("runs on 2 machines: B (AVX2) 4, A (AVX2) 4; every cell of the design "
                                               "ran on more than one of them")
     split = [record(s, "clamp", "A") for s in range(3)] + [record(s, "subtract", "B") for s in range(2)]
-    assert machine_statement(split) == ("runs on 2 machines: A (AVX2) 3, B (AVX2) 2; 2 of 2 cells of the design ran "
-                                        "on one machine only: those arms are not balanced across machines")
+    assert machine_statement(split) == (
+        "runs on 2 machines: A (AVX2) 3, B (AVX2) 2; 2 of 2 cells of the design ran on one machine only: those arms "
+        "are not balanced across machines (cells by machine: A (AVX2): margin_mode=clamp; B (AVX2): "
+        "margin_mode=subtract)")
+    # two datasets, each with both arms on one machine, and one arm's seeds split: the cells are named by the
+    # fewest settings that vary (dataset, margin_mode; not the padding the dataset implies), so a reader sees
+    # that each dataset's arms share a machine but for the split one; kernel variables that held the kernels
+    # to an instruction set show in the machine's name
+    pinned = {"ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
+    by_dataset = ([record(s, arm, "A", "cifar10") for s in range(2) for arm in ("clamp", "subtract")]
+                  + [record(s, arm, "A", "svhn", pinned) for s in range(2) for arm in ("clamp", "subtract")]
+                  + [record(2, "subtract", "A", "cifar10", pinned)])
+    b = "A (AVX2, MKL_ENABLE_INSTRUCTIONS=AVX2, ONEDNN_MAX_CPU_ISA=AVX2)"
+    assert machine_statement(by_dataset) == (
+        f"runs on 2 machines: {b} 5, A (AVX2) 4; 3 of 4 cells of the design ran on one machine only: those arms "
+        f"are not balanced across machines (cells by machine: {b}: dataset=svhn margin_mode=clamp, dataset=svhn "
+        f"margin_mode=subtract; A (AVX2): dataset=cifar10 margin_mode=clamp; {b} + A (AVX2): dataset=cifar10 "
+        "margin_mode=subtract)")
 
 
 def test_the_readme_lists_each_central_claim_as_the_shipped_tables_say():
