@@ -26,6 +26,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 import papermill
 from jupyter_client.manager import AsyncKernelManager
@@ -95,11 +96,41 @@ def recorded_of_plan(job: Job, study: Study, *, profile: str, results_dir: str) 
     return sum(any(store.is_finished(c) for store in stores) for c in configs.values()), len(configs)
 
 
+NUMPY_HOLD = "NPY_DISABLE_CPU_FEATURES"  # read by numpy once, at import
+
+
+def numpy_held_to_avx2(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The environment a notebook's kernel gets on top of ``environ`` so that numpy runs no SIMD loop above AVX2:
+    ``{NPY_DISABLE_CPU_FEATURES: ...}`` naming the AVX-512 targets of this numpy build that this CPU has, added
+    to any the user named; empty on a CPU without them.
+
+    Why: numpy picks its loops by CPU at import. On AVX-512 its float64 log, log10, exp and power round
+    differently in the last bit from AVX2 CPUs (where they agree with the C library), and matplotlib's log axes
+    take np.log10 of every point, so an antialiased pixel of a figure flips and the shipped render changes
+    (docs/notes/portability.md). Rendering is not where speed matters."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+    except ImportError:  # numpy 1.x
+        from numpy.core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+    above = [t for t in __cpu_dispatch__ if (t.startswith("AVX512") or t == "X86_V4") and __cpu_features__.get(t)]
+    if not above:
+        return {}
+    named = environ.get(NUMPY_HOLD, "").replace(",", " ").split()
+    return {NUMPY_HOLD: " ".join(dict.fromkeys(named + above))}
+
+
 class LocalKernelManager(AsyncKernelManager):
     """The notebooks' kernel over local sockets (IPC) in the system's temporary folder, where jupyter_client
     removes them at shutdown: no network port, and no warning from the kernel that TCP traffic is unencrypted.
     Shut down without the interrupt jupyter_client sends first: the render has run every cell by then, and a
-    SIGINT landing while the kernel is idle only prints "KeyboardInterrupt caught in kernel" on the terminal."""
+    SIGINT landing while the kernel is idle only prints "KeyboardInterrupt caught in kernel" on the terminal.
+    Its numpy runs no SIMD loop above AVX2 (:func:`numpy_held_to_avx2`), so a render is the same file on any
+    x86-64 CPU with AVX2."""
+
+    async def _async_pre_start_kernel(self, **kw):
+        environ = kw.get("env", os.environ)
+        kw["env"] = {**environ, **numpy_held_to_avx2(environ)}
+        return await super()._async_pre_start_kernel(**kw)
 
     @default("transport")
     def _default_transport(self):
