@@ -49,16 +49,21 @@ class Explorer(widgets.VBox):
     """Controls above an output widget that holds the current view.
 
     ``data``: what the view shows now; ``seconds``: the CPU time of its last recomputation (the figure
-    included); ``static_html``: the view as plain HTML, which frontends without widgets show instead.
+    included); ``static_html``: the view as plain HTML, which frontends without widgets show instead;
+    ``controls``: name -> widget.
     """
 
     data: dict
     seconds: float
     static_html: str
+    controls: dict[str, widgets.Widget]
 
     def _repr_mimebundle_(self, **kwargs):
         bundle = super()._repr_mimebundle_(**kwargs)
         bundle["text/html"] = self.static_html
+        # The controls' values only: ipywidgets' own text lists every option, and the variant control's options
+        # are the variants on this machine, which would then change a shipped render after a user's experiment.
+        bundle["text/plain"] = "Explorer(" + ", ".join(f"{name}={w.value!r}" for name, w in self.controls.items()) + ")"
         return bundle
 
 
@@ -87,6 +92,7 @@ def _explorer(controls: dict[str, widgets.Widget], view: Callable[..., tuple[dic
     ``before(values)`` may adjust other controls first (e.g. the profiles a variant has)."""
     output = widgets.Output()
     box = Explorer([widgets.HBox(list(controls.values()), layout=widgets.Layout(flex_flow="row wrap")), output])
+    box.controls = controls
 
     busy = []  # set while redrawing: ``before`` changing a control must not start a redraw of its own
 

@@ -83,6 +83,18 @@ def test_results_explorer_filters_by_variant(tmp_path):
     assert len(box.data["seeds"]) == 3 and set(box.data["seeds"].cell) == {"lr=0.4"}
 
 
+def test_an_explorers_text_names_its_values_not_this_machines_variants(tmp_path):
+    # A render keeps the text/plain of the explorer: a user's variant must not show up in a shipped render.
+    study = "01_margin_factorial"
+    _record(ResultsStore(tmp_path, study, "quick"), 0, 0.1, 0.5)
+    before = explore.results_explorer(study, results_dir=tmp_path)._repr_mimebundle_()["text/plain"]
+    _record(ResultsStore(variant_root(tmp_path, "fast-lr"), study, "quick"), 0, 0.2, 0.7)
+    box = explore.results_explorer(study, results_dir=tmp_path)
+    assert list(box.controls["variant"].options) == [explore.CANONICAL, "fast-lr"]  # the control offers it
+    text = box._repr_mimebundle_()["text/plain"]
+    assert text == before and "fast-lr" not in text and f"variant={explore.CANONICAL!r}" in text
+
+
 def test_results_explorer_rejects_a_variant_without_records(tmp_path):
     _record(ResultsStore(tmp_path, "06_stop_gradient_collapse", "quick"), 0, 0.1, 0.5)
     with pytest.raises(ParameterError, match="variant='nope'"):
