@@ -79,6 +79,8 @@ PROFILES = {
                   epochs=6, batch_size=256, train_subset=0, probe_epochs=15, workers=2),
     # 3 of the 5 are in the offline folder of .npz arrays (--data-root; CIFAR-100 and SVHN are not: skipped,
     # saying why). Study 1's cpu model (batch 512, probe_epochs 15: see there); 6 seeds per arm, 36 runs.
+    # Measured at fe0d413 (docs/notes/queue.md), median a run two at a time: CIFAR-10 840 s, Fashion-MNIST
+    # 366 s, MNIST 305 s; 5.1 run-hours, about 2.6 hours for the 36.
     "cpu": dict(datasets=["cifar10", "cifar100", "svhn", "fashion_mnist", "mnist"], skip_missing=True,
                 shapes_options={}, seeds=6, layers=4, embed_dim=64, heads=4, patch=4, epochs=8, batch_size=512,
                 train_subset=9000, probe_epochs=15, workers=2),

@@ -59,7 +59,8 @@ PROFILES = {
                   knob="difficulty", levels=[0.1, 0.2, 0.3, 0.4, 0.5], seeds=5, layers=3, embed_dim=32, heads=2,
                   patch=4, epochs=6, batch_size=256, train_subset=0, probe_epochs=15, workers=2),
     # MNIST stands in for SVHN, which is not in the offline .npz folder (--data-root). Study 1's cpu model
-    # (batch 512, probe_epochs 15: see there); 5 levels x 2 arms x 5 seeds = 50 runs.
+    # (batch 512, probe_epochs 15: see there); 5 levels x 2 arms x 5 seeds = 50 runs. Measured at fe0d413
+    # (docs/notes/queue.md): median 326 s a run two at a time, 4.6 run-hours, about 2.3 hours for the 50.
     "cpu": dict(dataset="mnist", dataset_options={}, knob="aug_level", levels=[0, 1, 2, 3, 4], seeds=5, layers=4,
                 embed_dim=64, heads=4, patch=4, epochs=8, batch_size=512, train_subset=0, probe_epochs=15, workers=2),
     "paper": dict(dataset="svhn", dataset_options={}, knob="aug_level", levels=[0, 1, 2, 3, 4], seeds=5, layers=8,
