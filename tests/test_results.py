@@ -420,6 +420,43 @@ def test_environment_without_git(monkeypatch):
     assert env["git_commit"] == "unknown" and env["git_dirty"] is False
 
 
+def test_git_dirty_speaks_of_the_code_not_of_results_in_any_store(tmp_path, monkeypatch):
+    """In a real git repository holding lib/: untracked records anywhere under results/ (another store's,
+    canonical ones not yet committed) leave a variant's record clean; an untracked or changed code file
+    marks it dirty. (A variant's store once excluded only its own root, so the cpu queue's copies of
+    landed records made every record of a variant say dirty.)"""
+    import shutil
+    import subprocess
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = tmp_path / "repo"
+    (repo / "lib").mkdir(parents=True)
+    (repo / "lib" / "code.py").write_text("x = 1\n")
+    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t", "-C", str(repo)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "code"], check=True)
+    monkeypatch.setattr(R, "_LIB_DIR", repo / "lib")
+    results = repo / "results"
+    assert R.results_folder(R.variant_root(results, "seeds-3")) == results
+    assert R.results_folder(results) == results
+
+    canonical = R.ResultsStore(results, "study", "cpu")
+    canonical.write({"a": 1}, seed=0, dataset="d", status="ok", metrics={}, timings={})  # untracked
+    variant = R.ResultsStore(R.variant_root(results, "seeds-3"), "study", "cpu")
+
+    def dirty(config):
+        record = variant.write(config, seed=0, dataset="d", status="ok", metrics={}, timings={})
+        return record["environment"]["git_dirty"]
+
+    assert dirty({"a": 2}) is False
+    (repo / "lib" / "new.py").write_text("y = 2\n")
+    assert dirty({"a": 3}) is True
+    (repo / "lib" / "new.py").unlink()
+    (repo / "lib" / "code.py").write_text("x = 2\n")
+    assert dirty({"a": 4}) is True
+
+
 # --------------------------------------------------------------------------- property
 
 json_scalars = (st.none() | st.booleans() | st.integers(-2**70, 2**70)

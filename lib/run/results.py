@@ -333,8 +333,8 @@ def environment(exclude: Iterable[os.PathLike | str] = ()) -> dict:
 
     git_commit: HEAD of the repository containing ``lib/`` ("unknown" without git or before the
     first commit); git_dirty: tracked changes or untracked non-ignored files (False without
-    git), ignoring the paths in ``exclude`` (the store passes its own root so its outputs do
-    not mark the tree dirty); python, torch, torchvision, numpy versions (None if missing);
+    git), ignoring the paths in ``exclude`` (a store passes its results folder, :func:`results_folder`,
+    so that results do not mark the tree dirty); python, torch, torchvision, numpy versions (None if missing);
     platform; hostname; device ("cpu" or the CUDA device name); torch_threads; and
     :func:`hardware`'s keys (CPU model and capability, BLAS, oneDNN, kernel variables, CUDA).
     """
@@ -457,6 +457,13 @@ def _check_name(kind: str, value: str) -> str:
 def variant_root(results: os.PathLike | str, variant: str | None) -> Path:
     """The root of a variant's store under the results folder ``results``; ``results`` itself for the canonical one."""
     return Path(results) if variant is None else Path(results) / VARIANTS_DIR / _check_name("variant", variant)
+
+
+def results_folder(root: os.PathLike | str) -> Path:
+    """The results folder a store's ``root`` lies in: ``root`` itself, or ``<results>`` for a variant's
+    ``<results>/variants/<variant>`` (the inverse of :func:`variant_root`)."""
+    root = Path(root)
+    return root.parent.parent if root.parent.name == VARIANTS_DIR else root
 
 
 def _is_scalar(v: Any) -> bool:
@@ -616,7 +623,9 @@ class ResultsStore:
             "status": status,
             "metrics": _normalize(metrics, "metrics", nonfinite="encode"),
             "error": error,
-            "environment": environment(exclude=[self.root]),
+            # git_dirty speaks of the code: records, tables and renders anywhere in the results folder
+            # (a variant's own, or canonical records not yet committed) leave it clean
+            "environment": environment(exclude=[results_folder(self.root)]),
             "timings": _normalize(timings, "timings", nonfinite="encode"),
             "extra": _normalize(extra or {}, "extra", nonfinite="encode"),
             "written_at": utc_now(),
