@@ -112,7 +112,8 @@ PROFILES = {
     # The offline CIFAR-10 subset (10,000 training images; imbalanced: 2,944; the OOD runs: classes 0-4, 5,000);
     # unseen: CIFAR-10's test classes 5-9 (near), Fashion-MNIST and MNIST at 32x32x3 (far). 16 runs a seed, 21,000
     # steps of batch 128 in all, half of them SimSiam's in 8 micro-batches of 16. Measured (docs/notes/queue.md):
-    # median 1,203 s a run two at a time, 5.3 run-hours a seed, about 8 hours for the three.
+    # median 1,203 s a run two at a time, 5.3 run-hours a seed, about 8 hours for the three (AVX2); seeds 1-2 on
+    # an AVX-512 CPU: median 356 s, 4.0 run-hours for the two, 2 hours two at a time.
     "cpu": dict(radii=[0.25, 0.5, 0.75, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0], pairs=500, sphere_lr=10.0,
                 latent_samples=2000, latent_epochs=100, latent_seeds=40,
                 dataset="cifar10", dataset_options={}, imbalanced_dataset="cifar10",
