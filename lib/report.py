@@ -65,6 +65,7 @@ KINDS = {
     "not-reproduced": "not reproduced",
     "inconclusive": "inconclusive",
     "not-measured": "not measured",
+    "out-of-regime": "not in the paper's regime",
     "check": "check (ours)",
     "superseded": "written before the verdict engine",
 }

@@ -281,13 +281,17 @@ def test_study1_table_tests_seed_level_data_through_the_engine(planted_study1):
     assert set(checks.verdict) == {"check"} and table.kind.tolist() == ["claim"] * len(claims) + ["check"] * len(checks)
     # VR 4 on six seeds per arm (df 5, 5): not significant, power at 5.9 below 80%: inconclusive, with the seeds;
     # four measured claims in the family (no trajectory runs planted), so power and seeds at 0.05 / 4
-    vr_p = f_test_p(4.0, 5, 5)
+    # the claim's p is the larger of the F-test's and Brown–Forsythe's (scipy's Levene at the median; a shift of
+    # either arm leaves it unchanged, so the plant's 2 and 1 point patterns give it)
+    vr_p = max(f_test_p(4.0, 5, 5), st.levene(2 * PATTERN, PATTERN, center="median").pvalue)
     vr = _row(table, margin_factorial.HEADLINE)
     assert vr.n == "6 vs 6" and float(vr.p) == pytest.approx(vr_p, rel=1e-2) and vr_p > 0.05
-    power = stats.variance_ratio_power(5.9, SEEDS, alpha=0.05 / 4)
-    assert vr.power == f"{power:.0%}" and power < 0.8
-    needed = stats.seeds_for_variance_ratio(5.9, alpha=0.05 / 4)
+    power = stats.variance_ratio_rule_power(5.9, SEEDS, SEEDS, alpha=0.05 / 4)  # of the two-test rule
+    assert vr.power == f"{power:.0%}" and power < stats.variance_ratio_power(5.9, SEEDS, alpha=0.05 / 4) < 0.8
+    needed = next(n for n in range(3, 1000) if stats.variance_ratio_rule_power(5.9, n, n, alpha=0.05 / 4) >= 0.8)
     assert vr.verdict == f"inconclusive (power {power:.0%}; {needed} seeds per arm for 80%)"
+    assert vr.paper.endswith('holds where layer-0 CAR >= 50% ("layer-0 CAR below 50% -> clamping effect likely '
+                             'negligible") [summary]')
     # the gradient-norm ratio: subtract over clamp, geometric means, Welch on the logs of six seeds
     la, lb = np.log(3.0 + 0.1 * PATTERN), np.log(1.0 + 0.1 * PATTERN)
     grad = _row(table, "layer-0 gradient norm")
@@ -301,7 +305,9 @@ def test_study1_table_tests_seed_level_data_through_the_engine(planted_study1):
     # ±1 point nor wholly beyond it
     means = _row(table, "mean top-1 difference")
     assert means.ours.startswith("2 [") and means.verdict.startswith("inconclusive (power ")
-    assert _row(table, "dose-response: VR with m0 = 0.2").verdict.startswith("inconclusive")
+    # the dose arm is read against its own clamp runs' CAR (45%), not the main arm's (60%)
+    assert _row(table, "dose-response: VR with m0 = 0.2").verdict == (
+        "not in the paper's regime (layer-0 CAR of the clamp arm, final epoch (%) 45 < 50)")
     car = _row(table, "layer-0 clamp activation rate")
     assert car.verdict == "check" and car.ours.startswith("60 [60, 60]") and car.paper == "60.7"
     seeds = _row(table, "seeds of subtract that match 11 clamp seeds")
@@ -311,15 +317,20 @@ def test_study1_table_tests_seed_level_data_through_the_engine(planted_study1):
                                f"p = {f_test_p(5.9, 13, 13):.2g} on 14 vs 14 runs")
 
 
-def test_study1_opposite_direction_is_contradicted_by_the_numbers(s1):
+@pytest.mark.parametrize("car", [0.6, 0.3])
+def test_study1_opposite_direction_is_contradicted_by_the_numbers_in_the_papers_regime(s1, car):
     # twelve seeds per arm: clamp SD 0.5 pt, subtract 4 pts (VR 1/64); clamp gradients 3x subtract's
     pattern = np.tile(PATTERN, 2)
-    rows = [run_row(mode, seed, mean + sd * z, stabilizer=stab, car=0.3, grad=g + 0.01 * z)
+    rows = [run_row(mode, seed, mean + sd * z, stabilizer=stab, car=car, grad=g + 0.01 * z)
             for mode, mean, sd, g in (("clamp", 0.50, 0.005, 3.0), ("subtract", 0.50, 0.04, 1.0))
             for stab in ("detach", "direct") for seed, z in enumerate(pattern)]
     out = margin_factorial.analyze(pd.DataFrame(rows), s1)
     table = margin_factorial.paper_vs_reproduced(out)
-    assert _row(table, margin_factorial.HEADLINE).verdict == "contradicted"
+    vr = _row(table, margin_factorial.HEADLINE)
+    if car >= 0.5:
+        assert vr.verdict == "contradicted"
+    else:  # a clamp arm at 30% CAR is outside the regime in which the papers expect clamping to matter
+        assert vr.verdict == "not in the paper's regime (layer-0 CAR of the clamp arm, final epoch (%) 30 < 50)"
     assert _row(table, "layer-0 gradient norm").verdict == "contradicted"
     assert _row(table, "dose-response").verdict == "not measured"  # no dose runs planted
 
@@ -409,13 +420,17 @@ def test_study2_density_columns_are_the_closed_forms(planted_study2):
         assert t.loc[entry, "density_measured"] == pytest.approx(scale * expected, rel=1e-12)
 
 
-def contrast_reference(vr0: float, others: list[float], n: int = SEEDS) -> tuple[float, float]:
-    """The reversal contrast VR0 / geometric mean of the others and its z-test p, with the normal-theory
-    variance 2/(n-1) + 2/(n-1) of each log variance ratio (n seeds per arm)."""
+def contrast_reference(vr0: float, others: list[float], n: int = SEEDS, draws: int = 400_000) -> tuple[float, float]:
+    """The reversal contrast VR0 / geometric mean of the others and its exact two-sided p under normal data: the
+    log contrast's null distribution simulated from its definition, each sample variance sigma² chi²(n-1)/(n-1)
+    (n seeds per arm)."""
     c = math.log(vr0) - np.mean(np.log(others))
-    v = 4 / (n - 1)
-    se = math.sqrt(v + v / len(others))
-    return math.exp(c), 2 * st.norm.sf(abs(c) / se)
+    rng = np.random.default_rng(0)
+
+    def log_var():
+        return np.log(rng.chisquare(n - 1, draws) / (n - 1))
+    null = log_var() - log_var() - sum(log_var() - log_var() for _ in others) / len(others)
+    return math.exp(c), 2 * min((null >= c).mean(), (null <= c).mean())
 
 
 def test_study2_table_for_the_published_reversal(s2, planted_study2):
@@ -425,13 +440,15 @@ def test_study2_table_for_the_published_reversal(s2, planted_study2):
     assert claims.quantity.iloc[0].startswith(cross_dataset.HEADLINE)  # the central claim leads
     reversal = _row(table, "the reversal")
     contrast, p = contrast_reference(9.0, [1 / 9])  # shapes10 against shapes100: 81
-    assert reversal.ours.startswith(f"{contrast:.3g} [") and float(reversal.p) == pytest.approx(p, rel=1e-2)
+    assert reversal.ours.startswith(f"{contrast:.3g} [") and float(reversal.p) == pytest.approx(p, rel=0.05)
     assert reversal.paper.startswith(f"{5.90 / 0.39:.3g} = 5.90 / geometric mean of 0.39")
-    assert reversal.verdict == "reproduced" and float(reversal.p_holm) == pytest.approx(4 * p, rel=1e-2)
+    assert reversal.verdict == "reproduced" and float(reversal.p_holm) == pytest.approx(4 * p, rel=0.05)
+    assert reversal.evidence.startswith("[ours: derived from the [paper]'s VRs")
     # alone each VR is significant, but not after Holm within the family's four measured claims
     c10 = _row(table, "CIFAR-10: VR")
     assert c10.quantity.endswith("(on shapes10, a stand-in)") and c10.ours.startswith("9 [") and c10.n == "6 vs 6"
-    assert float(c10.p) == pytest.approx(f_test_p(9.0, 5, 5), rel=1e-2) and float(c10.p_holm) > 0.05
+    c10_p = max(f_test_p(9.0, 5, 5), st.levene(3 * PATTERN, PATTERN, center="median").pvalue)
+    assert float(c10.p) == pytest.approx(c10_p, rel=1e-2) and float(c10.p_holm) > 0.05
     assert c10.verdict.startswith("inconclusive (power ")
     assert _row(table, "CIFAR-100: VR =").verdict.startswith("inconclusive (power ")
     for name in ("SVHN", "Fashion-MNIST"):
@@ -552,12 +569,13 @@ def test_study3_table_matches_published_points_by_relative_accuracy(planted_stud
     assert ceiling.quantity.endswith("level 0, 90.0% (1.00)") and ceiling.ours.startswith(f"{1 / 9:.3g} [")
     assert hard.quantity.endswith("level 2, 26.0% (0.20)") and hardest.quantity.endswith("level 2, 26.0% (0.20)")
     assert hard.ours.startswith("9 [") and hard.n == "6 vs 6"
-    assert float(hard.p) == pytest.approx(f_test_p(9.0, 5, 5), rel=1e-2)
+    hard_p = max(f_test_p(9.0, 5, 5), st.levene(3 * PATTERN, PATTERN, center="median").pvalue)
+    assert float(hard.p) == pytest.approx(hard_p, rel=1e-2)
     # the central claim: level 2's VR over level 0's, 9 / (1/9) = 81 against 16.73 / 0.25 = 66.9
     contrast, p = contrast_reference(9.0, [1 / 9])
     central = table.iloc[0]
     assert central.quantity.startswith(difficulty_sweep.HEADLINE) and central.quantity.endswith("level 2 over level 0")
-    assert central.ours.startswith(f"{contrast:.3g} [") and float(central.p) == pytest.approx(p, rel=1e-2)
+    assert central.ours.startswith(f"{contrast:.3g} [") and float(central.p) == pytest.approx(p, rel=0.05)
     assert central.verdict == "reproduced"  # Holm over four: 4 p = 0.002; the CI reaches 66.9
     # accuracies 90, 26, 50 against VRs 1/9, 9, 1: rho = -1, but 3 points give an exact p of 2/3! = 1/3
     assert _row(table, "trend over levels").ours.startswith("rho = -1.00 (p = 0.33")

@@ -175,7 +175,8 @@ def test_no_gain_with_four_seeds_is_inconclusive_and_says_what_it_would_take():
     table = flat_table({16: 0, 64: 0, 256: 0})
     central = flat_row(table, flat_study.HEADLINE)
     assert central.ours.startswith("0 [") and central.verdict.startswith("inconclusive (power ")
-    d = flat_study.SMALLEST_GAIN / np.std(DEVS * UNIT, ddof=1)  # Cohen's d of our smallest gain of interest
+    # Cohen's d of our smallest gain of interest, at the SD's one-sided 80% upper limit (df 6: 4 + 4 seeds)
+    d = flat_study.SMALLEST_GAIN / (np.std(DEVS * UNIT, ddof=1) * math.sqrt(6 / st.chi2.ppf(0.2, 6)))
     tested = int(((table.kind == "claim") & (table.p != "–")).sum())  # the study's family: power at 0.05 / m
     assert tested > 1 and int(central.seeds_needed) == math.ceil(
         TTestIndPower().solve_power(effect_size=d, power=0.8, alpha=0.05 / tested))
@@ -430,8 +431,11 @@ def test_the_ood_claim_is_the_per_seed_auroc_gain_over_initialisation():
                                             f"auroc_init_{near}": 0.5}) for i, g in gains.items()])
     row = _one(norms_table(runs, labels=[near], near=near), "(d) simclr: the norm as an OOD score (near-OOD")
     values = np.array(list(gains.values()))
-    half = st.t.ppf(0.975, 3) * values.std(ddof=1) / 2
+    table = norms_table(runs, labels=[near], near=near)
+    m = int(((table.kind == "claim") & (table.p != "–")).sum())  # the family's measured claims: the level 0.05 / m
+    half = st.t.ppf(1 - 0.05 / (2 * m), 3) * values.std(ddof=1) / 2
     assert row.ours == f"{values.mean():.3g} [{values.mean() - half:.3g}, {values.mean() + half:.3g}]"
+    assert row.ci_level == f"{100 * (1 - 0.05 / m):.3g}%"
     assert float(row.p) == pytest.approx(st.ttest_1samp(values, 0).pvalue, rel=1e-2) and row.n == "4"
     assert row.verdict == "reproduced"  # significant, and the CI reaches our smallest gain of interest, 0.05
 

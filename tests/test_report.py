@@ -34,6 +34,10 @@ SHIPPED = PROJECT_ROOT / "results"
 KNOWN = [("reproduced", "reproduced"), ("reproduced, smaller", "smaller"), ("contradicted", "contradicted"),
          ("not reproduced", "not-reproduced"), ("inconclusive (power 33%; 12 seeds per arm for 80%)", "inconclusive"),
          ("not measured", "not-measured"), ("check", "check")]
+# verdict texts with what decided them, as lib.core.verdicts writes them
+ANNOTATED = [("not in the paper's regime (layer-0 CAR of the clamp arm, final epoch (%) 32.4 < 50)", "out-of-regime"),
+             ("inconclusive (decided by Brown–Forsythe, p 0.19; F-test p 0.0031)", "inconclusive"),
+             ("reproduced (decided by F-test, p 0.001; Brown–Forsythe p 0.03)", "reproduced")]
 
 
 def _png() -> str:
@@ -108,9 +112,9 @@ def expected_classes(table: pd.DataFrame) -> list[str]:
 
 
 def test_verdict_kinds_are_the_grammar_of_lib_verdicts():
-    for verdict, kind in KNOWN:
+    for verdict, kind in KNOWN + ANNOTATED:
         assert verdict_kind(verdict) == kind, verdict
-    assert set(KINDS) == {kind for _, kind in KNOWN} | {"superseded"}
+    assert set(KINDS) == {kind for _, kind in KNOWN + ANNOTATED} | {"superseded"}
     for words in ("reproduced (direction and significance)", "close (within 15 points)", "a verdict no rule knows"):
         assert verdict_kind(words) is None  # words outside the grammar are never counted as one of its verdicts
 

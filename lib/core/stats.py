@@ -19,6 +19,7 @@ so that the notebooks' numbers come from one place that the tests check against 
 """
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from dataclasses import dataclass
@@ -35,6 +36,9 @@ __all__ = [
     "SeedsForPower",
     "variance_ratio_test",
     "levene_tests",
+    "brown_forsythe_p",
+    "variance_ratio_rule_power",
+    "log_chi2_sum_reference",
     "bootstrap_ratio_ci",
     "welch_t_test",
     "two_way_anova",
@@ -133,6 +137,62 @@ def variance_ratio_p(ratio: float, n_a: int, n_b: int) -> float:
     return float(min(1.0, 2.0 * min(_st.f.cdf(ratio, dfa, dfb), _st.f.sf(ratio, dfa, dfb))))
 
 
+# --------------------------------------------------------------------------- sums of log chi-squares
+LOG_CHI2_HALF_WIDTH = 60.0  # the grid spans [-60, 60): P(log(chi2_1) < -60) is about 1e-13
+LOG_CHI2_POINTS = 2 ** 18  # grid step 4.6e-4 on the log scale
+
+
+class LogChi2Sum(NamedTuple):
+    """The distribution of D = sum_j w_j log(chi2_j / nu_j) on a grid: ``cdf[i]`` = P(D <= ``edges[i]``)."""
+
+    edges: np.ndarray
+    cdf: np.ndarray
+
+    def cdf_at(self, x) -> np.ndarray:
+        return np.interp(np.asarray(x, dtype=float), self.edges, self.cdf, left=0.0, right=1.0)
+
+    def quantile(self, q) -> np.ndarray:
+        return np.interp(np.asarray(q, dtype=float), self.cdf, self.edges)
+
+    def two_sided_p(self, x) -> np.ndarray:
+        """The equal-tailed two-sided p of an observed D = ``x``: min(1, 2 min(P(D <= x), P(D >= x)))."""
+        below = self.cdf_at(x)
+        return np.minimum(1.0, 2 * np.minimum(below, 1 - below))
+
+
+@functools.lru_cache(maxsize=256)
+def log_chi2_sum_reference(terms: tuple[tuple[float, int], ...]) -> LogChi2Sum:
+    """The exact distribution of D = sum_j w_j log(chi2_j / nu_j), the chi2_j independent with nu_j degrees of
+    freedom, by numerical convolution of the terms' densities on a fine grid (FFT; no simulation).
+
+    Under normal data a sample variance is s^2 = sigma^2 chi2_nu / nu (nu = n - 1), so any weighted sum of log
+    sample variances minus the same sum of log true variances is distributed as D, at every n and whatever the
+    variances: D is the exact pivot of a contrast of log variance ratios, for which the large-sample variance
+    2 / nu of a log variance (Bartlett & Kendall 1946) is too small at 5 seeds. ``terms`` are (w_j, nu_j) pairs
+    with 0 < |w_j| <= 1. Each term's density, f(y) = (nu/2)^(nu/2) / Gamma(nu/2) exp(nu y / 2 - nu e^y / 2) for
+    y = x / w_j, becomes probability masses on the grid; the masses are convolved; their running sum is the CDF.
+    Two terms (1, nu_1), (-1, nu_2) give log F(nu_1, nu_2), which the tests use as the exact reference.
+    """
+    if not terms or any(not (isinstance(nu, int) and nu >= 1) or not 0 < abs(w) <= 1 for w, nu in terms):
+        raise ValueError(f"terms={terms!r}: need (weight with 0 < |weight| <= 1, degrees of freedom >= 1) pairs")
+    step = 2 * LOG_CHI2_HALF_WIDTH / LOG_CHI2_POINTS
+    x = -LOG_CHI2_HALF_WIDTH + step * np.arange(LOG_CHI2_POINTS)
+    spectrum = np.ones(LOG_CHI2_POINTS // 2 + 1, dtype=complex)
+    for weight, nu in sorted(terms):
+        y = x / weight
+        with np.errstate(over="ignore"):
+            log_density = (nu / 2) * math.log(nu / 2) - math.lgamma(nu / 2) + nu * y / 2 - nu * np.exp(y) / 2
+        mass = np.exp(log_density)
+        mass /= mass.sum()
+        spectrum *= np.fft.rfft(np.fft.ifftshift(mass))  # x = 0 to index 0: centred terms add their offsets
+    total = np.clip(np.fft.fftshift(np.fft.irfft(spectrum, LOG_CHI2_POINTS)), 0.0, None)
+    cdf = np.cumsum(total) / total.sum()
+    edges = x + step / 2  # each mass sits at its grid point: the CDF reaches cdf[i] half a step past it
+    edges.flags.writeable = False
+    cdf.flags.writeable = False
+    return LogChi2Sum(edges, cdf)
+
+
 # --------------------------------------------------------------------------- Levene
 class TestResult(NamedTuple):
     """A test statistic and its p-value."""
@@ -168,6 +228,39 @@ def levene_tests(a, b) -> dict:
             res = _st.levene(a, b, center=center)
         out[key] = TestResult(float(res.statistic), float(res.pvalue))
     return out
+
+
+def brown_forsythe_p(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Brown–Forsythe's p for equal variances, vectorised over rows: ``a`` (r, n_a) and ``b`` (r, n_b) hold r
+    pairs of samples. The one-way ANOVA of |x - median| (scipy.stats.levene with center="median", row by row)."""
+    za = np.abs(a - np.median(a, axis=1, keepdims=True))
+    zb = np.abs(b - np.median(b, axis=1, keepdims=True))
+    n_a, n_b = a.shape[1], b.shape[1]
+    mean_a, mean_b = za.mean(axis=1), zb.mean(axis=1)
+    grand = (n_a * mean_a + n_b * mean_b) / (n_a + n_b)
+    between = n_a * (mean_a - grand) ** 2 + n_b * (mean_b - grand) ** 2
+    within = ((za - mean_a[:, None]) ** 2).sum(axis=1) + ((zb - mean_b[:, None]) ** 2).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return _st.f.sf((n_a + n_b - 2) * between / within, 1, n_a + n_b - 2)
+
+
+RULE_POWER_SIMULATIONS = 10_000  # the two-test rule's power to about ±0.5 points
+RULE_POWER_SEED = 20261204  # fixed, so that a power is a function of the design alone
+
+
+@functools.lru_cache(maxsize=4096)
+def variance_ratio_rule_power(ratio: float, n_a: int, n_b: int, alpha: float = 0.05) -> float:
+    """The power of "the F-test and Brown–Forsythe both reject at ``alpha``" (the larger of their p below alpha)
+    when Var(a)/Var(b) = ``ratio``, normal data, ``n_a`` and ``n_b`` seeds: by simulation with a fixed seed.
+    Brown–Forsythe is the less powerful of the two at normal data, so this is below the F-test's power
+    (:func:`variance_ratio_power`): the power of the rule a verdict actually applies."""
+    ratio = _check_ratio(ratio)
+    rng = np.random.default_rng(RULE_POWER_SEED)
+    a = rng.normal(size=(RULE_POWER_SIMULATIONS, n_a)) * math.sqrt(ratio)
+    b = rng.normal(size=(RULE_POWER_SIMULATIONS, n_b))
+    f = a.var(axis=1, ddof=1) / b.var(axis=1, ddof=1)
+    p_f = np.minimum(1.0, 2 * np.minimum(_st.f.cdf(f, n_a - 1, n_b - 1), _st.f.sf(f, n_a - 1, n_b - 1)))
+    return float((np.maximum(p_f, brown_forsythe_p(a, b)) < alpha).mean())
 
 
 # --------------------------------------------------------------------------- bootstrap

@@ -14,9 +14,25 @@ from scipy import stats as st
 
 from lib.cff.batched import train_cff_seeds
 from lib.cff.training import CFFConfig
-from lib.core import params, settings, stats
+from lib.core import params, settings, stats, verdicts
 from lib.core.losses import MARGIN_MODES
 from lib.core.settings import setting
+
+# The condition under which the CFF papers say clamping inflates the variance: a claim of VR > 1 is judged only
+# where our clamp arm reaches it. Claims about the low-CAR regime (VR < 1 elsewhere) keep their own conditions.
+CAR_REGIME = verdicts.Regime("layer-0 CAR of the clamp arm, final epoch (%)", 50.0,
+                             'layer-0 CAR >= 50% ("layer-0 CAR below 50% -> clamping effect likely negligible")',
+                             "[summary]")
+
+
+def clamp_car(frame: pd.DataFrame | None, column: str = "car_layer0_final") -> float | None:
+    """The clamp arm's layer-0 CAR in percent, the mean over its finished runs (None without any): the value a
+    claim's :data:`CAR_REGIME` is read against."""
+    if frame is None or not len(frame) or column not in frame:
+        return None
+    values = frame[(frame.margin_mode == "clamp")][column].astype(float)
+    values = values[np.isfinite(values)]
+    return 100 * float(values.mean()) if len(values) else None
 
 
 def margin(name: str, value, s: dict) -> float:

@@ -199,7 +199,9 @@ MATCH_DISTANCE = 0.15  # a level measures a published point within this share of
 # The central claim, declared once: the VR near 25% accuracy over the VR near the ceiling (16.73 / 0.25 on SVHN).
 HARD_OVER_CEILING = PUBLISHED_POINTS[2][1] / PUBLISHED_POINTS[0][1]  # 16.73 / 0.25
 DIFFICULTY = verdicts.Claim("difficulty: VR at the level matched to 25% accuracy over VR at the level matched to "
-                            "97%", "vr_contrast", HARD_OVER_CEILING, "[paper/summary]", FAMILY,
+                            "97%", "vr_contrast", HARD_OVER_CEILING,
+                            "[ours: derived from 16.73 [paper/summary] and 0.25 [paper]]", FAMILY,
+                            regime=common.CAR_REGIME,
                             published_text=f"{HARD_OVER_CEILING:.3g} = 16.73 / 0.25")
 
 
@@ -208,6 +210,11 @@ def arms(runs: pd.DataFrame, level) -> tuple[dict, dict]:
     seeds = common.seed_observations(runs[runs.level == level], [], ["top1"])
     return tuple({int(r.seed): 100 * float(r.top1) for r in seeds[seeds.margin_mode == mode].itertuples()}
                  for mode in common.ARMS)
+
+
+def level_car(runs: pd.DataFrame, level) -> float | None:
+    """The clamp arm's final-epoch layer-0 CAR (percent) at one level: where the regime of a VR > 1 is read."""
+    return common.clamp_car(runs[(runs.level == level) & (runs.status == "ok")])
 
 
 def paper_vs_reproduced(summary: pd.DataFrame, chance: float, stand_in: str | None,
@@ -230,7 +237,8 @@ def paper_vs_reproduced(summary: pd.DataFrame, chance: float, stand_in: str | No
     for acc, vr, tag in PUBLISHED_POINTS:
         target = float(relative_accuracy(acc, PUBLISHED_CHANCE, PUBLISHED_CEILING))
         claim = verdicts.Claim(f"VR at {acc:g}% accuracy ({target:.2f} of the way from chance to the ceiling){on}",
-                               "variance_ratio", vr, tag, FAMILY)
+                               "variance_ratio", vr, tag, FAMILY,
+                               regime=common.CAR_REGIME if vr > 1 else None)  # inflation needs high CAR
         if not len(measured):
             tested.append(replace(verdicts.evaluate(claim), notes={"why": "too few finished runs"}))
             continue
@@ -244,11 +252,12 @@ def paper_vs_reproduced(summary: pd.DataFrame, chance: float, stand_in: str | No
         matched[acc] = r.level
         claim = replace(claim, quantity=f"{claim.quantity}: level {r.level:g}, {r.top1_mean:.1f}% "
                                         f"({float(ours_rel[i]):.2f})")
-        tested.append(verdicts.evaluate(claim, *arms(runs, r.level)))
+        tested.append(verdicts.evaluate(claim, *arms(runs, r.level), regime_value=level_car(runs, r.level)))
     hard, easy = matched.get(PUBLISHED_POINTS[2][0]), matched.get(PUBLISHED_POINTS[0][0])
     if hard is not None and easy is not None and hard != easy:
         claim = replace(DIFFICULTY, quantity=f"{DIFFICULTY.quantity}{on}: level {hard:g} over level {easy:g}")
-        tested.insert(0, verdicts.evaluate_contrast(claim, arms(runs, hard), [arms(runs, easy)]))
+        tested.insert(0, verdicts.evaluate_contrast(claim, arms(runs, hard), [arms(runs, easy)],
+                                                    regime_value=level_car(runs, hard)))
     else:
         tested.insert(0, replace(verdicts.evaluate(DIFFICULTY), notes={
             "why": "no two distinct levels match 25% and 97% accuracy"}))
@@ -265,7 +274,9 @@ def paper_vs_reproduced(summary: pd.DataFrame, chance: float, stand_in: str | No
         interior = top.level not in (measured.level.min(), measured.level.max())
         rows.append(verdicts.check(
             "where the largest VR lies (a description)",
-            f"largest VR {top.vr:.2f} (F-test p = {top.f_p:.2g}) at level {top.level:g} ({top.top1_mean:.1f}%), "
+            f"largest VR {top.vr:.2f} (F-test p = {top.f_p:.2g}, "
+            f"Brown–Forsythe p = {top.get('brown_forsythe_p', np.nan):.2g}) "
+            f"at level {top.level:g} ({top.top1_mean:.1f}%), "
             f"an {'intermediate' if interior else 'end'} level", "largest VR at 25% (SVHN)", "[paper]"))
         lowest = summary.loc[summary.top1_mean.idxmin()]
         rows.append(verdicts.check(

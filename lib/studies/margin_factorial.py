@@ -69,7 +69,7 @@ EQUIVALENCE_MARGIN = 1.0  # top-1 points: a mean difference below one point does
 # The published claims, declared once: lib.core.verdicts tests each on seed-level observations.
 CLAIMS = {
     "vr": verdicts.Claim("VR = Var(clamp)/Var(subtract), a seed's twins averaged", "variance_ratio", 5.90,
-                         "[paper]", FAMILY, published_n=7,
+                         "[paper]", FAMILY, published_n=7, regime=common.CAR_REGIME,
                          published_text="5.90 (F-test p = 0.003; bootstrap CI [1.62, 15.80])"),
     "means": verdicts.Claim("mean top-1 difference clamp - subtract (points)", "equivalence", 0.0, "[summary]",
                             FAMILY, margin=EQUIVALENCE_MARGIN, published_text="none (p = 0.92)"),
@@ -79,7 +79,8 @@ CLAIMS = {
                                  "ratio", PUBLISHED_GRAD_RATIO, "[summary]", FAMILY,
                                  published_text="4.0x (epoch unknown)", seeds_parameters=("trajectory_seeds",)),
     "dose": verdicts.Claim("dose-response: VR with m0 = {dose_m0:g} (clamp) against subtract at m0", "variance_ratio",
-                           2.98, "[summary]", FAMILY, seeds_parameters=("dose_seeds", "seeds")),
+                           2.98, "[summary]", FAMILY, seeds_parameters=("dose_seeds", "seeds"),
+                           regime=common.CAR_REGIME),
     # A description of the paper's run, not a hypothesis with a null: shown as a check beside it.
     "car": verdicts.Claim("layer-0 clamp activation rate, clamp arm, final epoch (%)", "one_sample", 60.7,
                           "[paper]", kind="check"),
@@ -302,12 +303,13 @@ def paper_vs_reproduced(out: dict, trajectory: dict | None = None) -> pd.DataFra
         epochs=out.get("trajectory_epochs", "N")))
     dose_claim = replace(CLAIMS["dose"], quantity=CLAIMS["dose"].quantity.format(dose_m0=out.get("dose_m0", 0.2)))
     tested = [
-        verdicts.evaluate(CLAIMS["vr"], *arms(seeds, "top1")),
+        verdicts.evaluate(CLAIMS["vr"], *arms(seeds, "top1"), regime_value=common.clamp_car(seeds)),
         verdicts.evaluate(CLAIMS["means"], *arms(seeds, "top1")),
         verdicts.evaluate(at_epoch(CLAIMS["grad"]), *arms(seeds, "grad_norm_layer0_final", "subtract", "clamp")),
         verdicts.evaluate(trajectory_claim, *arms(longer, "grad_norm_layer0_final", "subtract", "clamp")),
         verdicts.evaluate(dose_claim, None if dose is None or not len(dose) else observations(dose, "top1", "clamp"),
-                          subtract("top1") if seeds is not None and len(seeds) else None),
+                          subtract("top1") if seeds is not None and len(seeds) else None,
+                          regime_value=common.clamp_car(dose)),
     ]
     rows = verdicts.decide(tested)
     sp = out.get("stabilizer_pairs", {"pairs": 0})
