@@ -231,11 +231,22 @@ def levene_tests(a, b) -> dict:
 
 
 def brown_forsythe_p(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Brown–Forsythe's p for equal variances, vectorised over rows: ``a`` (r, n_a) and ``b`` (r, n_b) hold r
-    pairs of samples. The one-way ANOVA of |x - median| (scipy.stats.levene with center="median", row by row)."""
-    za = np.abs(a - np.median(a, axis=1, keepdims=True))
-    zb = np.abs(b - np.median(b, axis=1, keepdims=True))
-    n_a, n_b = a.shape[1], b.shape[1]
+    """Brown–Forsythe's p for equal variances with its structural zeros removed (Hines & Hines 2000), vectorised
+    over rows: ``a`` (r, n_a) and ``b`` (r, n_b) hold r pairs of samples.
+
+    The one-way ANOVA of the deviations |x - median| per arm, without the deviation that is zero by construction:
+    an arm of odd size loses its median's own zero; one of even size loses one of the two equal deviations of its
+    middle pair. Kept, these zeros make the test far too conservative at a few seeds (plain Brown–Forsythe at 5
+    vs 5 normal seeds rejects 0.6% of true nulls, together with the F-test, and has 5% power at a variance ratio
+    of 5.9); removed, it holds about 4% at normal data and 5% at exponential data, where the F-test rejects 17-20%
+    of true nulls (tests/test_verdicts.py simulates both)."""
+    def deviations(x):
+        x = np.sort(x, axis=1)
+        n = x.shape[1]
+        z = np.abs(x - np.median(x, axis=1, keepdims=True))
+        return np.delete(z, n // 2, axis=1)  # odd n: the median's zero; even n: the upper of the middle pair
+    za, zb = deviations(a), deviations(b)
+    n_a, n_b = za.shape[1], zb.shape[1]
     mean_a, mean_b = za.mean(axis=1), zb.mean(axis=1)
     grand = (n_a * mean_a + n_b * mean_b) / (n_a + n_b)
     between = n_a * (mean_a - grand) ** 2 + n_b * (mean_b - grand) ** 2

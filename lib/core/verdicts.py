@@ -18,11 +18,11 @@ at the level Holm gives each claim (α/m in a family of m) and gives the verdict
    (an interval wholly beyond it, in the claimed direction, is no evidence against the paper)
 6. otherwise → *inconclusive (power P%)*, with the seeds per arm that would give 80%
 
-Tests per measure (:data:`MEASURES`): ``variance_ratio`` the F-test with Brown–Forsythe beside it (the larger
-p decides, named where they disagree), the F interval; ``mean_difference`` and ``ratio`` (on logs) Welch;
-``one_sample`` the t-test; ``equivalence`` the TOST against ±margin; ``vr_contrast`` one log variance ratio
-against the mean of others, by its exact distribution (a weighted sum of log χ², convolved numerically:
-:func:`lib.core.stats.log_chi2_sum_reference`). Powers that rest on a spread use the 80% upper confidence
+Tests per measure (:data:`MEASURES`): ``variance_ratio`` the F-test with Brown–Forsythe beside it (structural
+zeros removed; the larger p decides, named where they disagree), the F interval; ``mean_difference`` and
+``ratio`` (on logs) Welch; ``one_sample`` the t-test; ``equivalence`` the TOST against ±margin; ``vr_contrast``
+one log variance ratio against the mean of others, by its exact distribution (a weighted sum of log χ²,
+convolved numerically: :func:`lib.core.stats.log_chi2_sum_reference`). Powers that rest on a spread use the 80% upper confidence
 limit of the SD (Browne 1995), so that two seeds that happen to agree cannot promise power.
 ``docs/verdicts.md`` explains every rule with a worked example and says why each choice is what it is.
 
@@ -252,8 +252,9 @@ def sd_upper(sd: float, df: int) -> float:
 
 
 def _variance_ratio(claim: Claim, a: np.ndarray, b: np.ndarray) -> dict:
-    """The F-test with Brown–Forsythe's test beside it: the claim's p is the larger of the two, so that a ratio
-    is called different from 1 only when the test that does not assume normal data agrees."""
+    """The F-test with Brown–Forsythe's test beside it (its structural zeros removed,
+    :func:`lib.core.stats.brown_forsythe_p`): the claim's p is the larger of the two, so that a ratio is called
+    different from 1 only when the test that does not assume normal data agrees."""
     d1, d2 = a.size - 1, b.size - 1
     va, vb = np.var(a, ddof=1), np.var(b, ddof=1)
     if vb == 0 or va == 0:
@@ -268,7 +269,8 @@ def _variance_ratio(claim: Claim, a: np.ndarray, b: np.ndarray) -> dict:
     def power_at(alpha):  # of the rule applied: both tests reject (simulated; the F-test's alone is above it)
         return (variance_ratio_rule_power(claim.published, a.size, b.size, alpha),
                 _seeds_needed(lambda n: variance_ratio_rule_power(claim.published, n, n, alpha), start=3))
-    return dict(estimate=r, p=max(p_f, p_bf), interval_at=interval_at, power_at=power_at,
+    p = max(p_f, p_bf) if math.isfinite(p_bf) else p_f  # two seeds leave Brown–Forsythe one deviation an arm
+    return dict(estimate=r, p=p, interval_at=interval_at, power_at=power_at,
                 notes={"p_f": p_f, "p_brown_forsythe": p_bf})
 
 
