@@ -22,8 +22,8 @@ Tests per measure (:data:`MEASURES`): ``variance_ratio`` the F-test with Brown�
 zeros removed; the larger p decides, named where they disagree), the F interval; ``mean_difference`` and
 ``ratio`` (on logs) Welch; ``one_sample`` the t-test; ``equivalence`` the TOST against ±margin; ``vr_contrast``
 one log variance ratio against the mean of others, by its exact distribution (a weighted sum of log χ²,
-convolved numerically: :func:`lib.core.stats.log_chi2_sum_reference`). Powers that rest on a spread use the 80% upper confidence
-limit of the SD (Browne 1995), so that two seeds that happen to agree cannot promise power.
+convolved numerically: :func:`lib.core.stats.log_chi2_sum_reference`). Powers that rest on a spread use the
+80% upper confidence limit of the SD (Browne 1995), so that two seeds that happen to agree cannot promise power.
 ``docs/verdicts.md`` explains every rule with a worked example and says why each choice is what it is.
 
 The module runs past 400 lines because the grammar is one contract: the claim, the measures with their tests,
