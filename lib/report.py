@@ -326,6 +326,20 @@ def headline(frame: pd.DataFrame, module) -> str:
             f"{html.escape(row.quantity)}: <b>{html.escape(row.ours)}</b> (paper: {html.escape(row.paper)}){power}")
 
 
+def scale(module, profile: str) -> str:
+    """The scale a profile's verdicts speak for, from its settings (the module's ``SCALE`` keys): data, model,
+    epochs, seeds. A setting the profile leaves to the run config's default (or 0: the whole set) is left out."""
+    settings = getattr(module, "PROFILES", {}).get(profile, {})
+    shown = []
+    for key in getattr(module, "SCALE", ()):
+        value = settings.get(key)
+        if value in (None, 0, [], ""):
+            continue
+        text = ", ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+        shown.append(f"{key.replace('_', ' ')} {text}")
+    return "; ".join(shown)
+
+
 def study_module(study: str):
     """The study's module in the registry (None for a name it does not have)."""
     return next((s.module for s in STUDIES.values() if s.name == study), None)
@@ -368,13 +382,16 @@ def summary(results: Path, shown_by_study: dict[str, tuple[str, list[str]]]) -> 
         stale = "".join(f'<div class="stale">{html.escape(n)}</div>' for n in notes if n)
         rows.append(
             f'<tr class="study" id="summary-{study}"><td class="study"><a href="#{study}_{shown}">'
-            f'{html.escape(title(study))}</a><div class="meta">{shown}{also}</div></td>'
+            f'{html.escape(title(study))}</a><div class="meta">{shown}{also}</div>'
+            f'<div class="meta scale">{html.escape(scale(module, shown)) if module is not None else ""}</div></td>'
             f'<td class="q">{html.escape(module.QUESTION) if module is not None else ""}</td>'
             f'<td class="finding">{headline(frame, module) if frame is not None and len(frame) else "no verdicts"}'
             f'{stale}</td>'
             f'<td class="verdicts">{badges(frame) if frame is not None else ""}</td></tr>')
     return ('<table class="summary"><tr><th>study</th><th class="q">question</th><th class="finding">central claim '
-            '(ours with its 95% CI, the paper\'s, the power to see it)</th><th class="verdicts">all rows</th></tr>'
+            '(ours with its interval at the level it is tested at, the paper\'s, the power to see it; a verdict '
+            'speaks for the scale under the study\'s name, not for the paper\'s)'
+            '</th><th class="verdicts">all rows</th></tr>'
             + "".join(rows) + "</table>")
 
 
@@ -504,12 +521,15 @@ def write_index(results_dir: str | Path = "results", output_dir: str | Path | No
 <p class="meta">One row per study, from its strongest profile whose plan is fully recorded, linking to its section
 below. The verdicts follow one grammar
 (<a href="{href(PROJECT_ROOT / "docs" / "verdicts.md", page_dir)}">docs/verdicts.md</a>):
-<i>reproduced</i> (significant after Holm, in the paper's direction, the CI reaching its value), <i>reproduced,
-smaller</i>, <i>contradicted</i>, <i>not reproduced</i> (a null the design could have seen),
-<i>inconclusive</i> (power below 80% at the paper's value), <i>not measured</i>; a <i>check</i> is our own
-(an identity, a simulation, a description) and never counts as a reproduction. Every study's claims and the
-evidence tags ([paper] the paper's text, [code] its public code, [summary] secondary summaries, [ours] our
-decision) are in
+<i>reproduced</i> (significant after Holm, in the paper's direction, the interval reaching its value),
+<i>reproduced, smaller</i>, <i>contradicted</i>, <i>not reproduced</i> (not significant, and the interval at the
+claim's level lies wholly on the null's side of the paper's value), <i>inconclusive</i> (everything else,
+fewer than 3 seeds an arm included, with the power at the paper's value), <i>not in the paper's regime</i> (our
+run misses the condition the paper states for the claim), <i>not measured</i>; a <i>check</i> is our own (an
+identity, a simulation, our reconstruction of a model, a description) and never counts as a reproduction. A
+verdict speaks for the scale named under each study (data, model, epochs, seeds), never for the paper's.
+Every study's claims and the evidence tags ([paper] the paper's text, [code] its public code, [summary]
+secondary summaries, [ours] our decision) are in
 <a href="{href(STUDY_SPEC, page_dir)}">docs/studies.md</a>. Your own variants (runs with other parameters)
 are never listed here: <code>{VARIANTS_DIR}/index.html</code> beside this page lists them, unversioned.</p>
 {to_decide(results, shown) if found else ""}

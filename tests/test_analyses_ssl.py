@@ -624,3 +624,18 @@ def test_a_gain_planted_in_one_arm_shows_only_in_that_arm():
     assert list(zip(factors.lr_rule, factors.batch_size)) == [(r, b) for r in ("linear", "sqrt") for b in BATCHES]
 
 
+
+
+def test_study5_pools_the_within_cell_spread_over_its_cells():
+    """The floor under a batch size's power: per (rule, loss, batch) cell the seeds' variance, pooled by degrees of
+    freedom, in points; a cell of one seed adds nothing."""
+    rows = []
+    cells = {("linear", "flatnce", 32): [0.50, 0.52, 0.57], ("linear", "infonce", 32): [0.40, 0.40],
+             ("sqrt", "flatnce", 512): [0.60]}
+    for (rule, loss, batch), values in cells.items():
+        rows += [dict(status="ok", lr_rule=rule, loss=loss, batch_size=batch, seed=i, probe_top1=v)
+                 for i, v in enumerate(values)]
+    squares = sum(((100 * np.array(v) - 100 * np.mean(v)) ** 2).sum() for v in cells.values())
+    expected = math.sqrt(squares / (2 + 1))
+    assert flat_study.pooled_cell_sd(pd.DataFrame(rows)) == pytest.approx(expected)
+    assert flat_study.pooled_cell_sd(pd.DataFrame(rows[-1:])) is None

@@ -653,3 +653,20 @@ def test_power_alone_never_makes_a_null_informative():
     row = one(Claim("gain", measure="mean_difference", published=0.5), a, b)
     assert row.p > ALPHA and row.power >= 0.8 and row.ci[0] < 0 and row.ci[1] > 0.5
     assert row.verdict == "inconclusive"
+
+
+def test_a_floor_on_the_spread_keeps_two_agreeing_seeds_from_promising_power():
+    """Study 5 cpu at B = 512: two seeds per arm whose probe accuracies agree to the image. Given the study's pooled
+    spread as a floor, the power is taken at that SD (statsmodels' noncentral t), and the row says so."""
+    from statsmodels.stats.power import TTestIndPower
+
+    a, b = {0: 50.00, 1: 50.01, 2: 50.02}, {0: 49.80, 1: 49.81, 2: 49.83}
+    claim = Claim("gain", measure="mean_difference", published=1.0)
+    alone = one(claim, a, b)
+    assert alone.power == pytest.approx(1.0)  # an SD of 0.01 points: any gain is seen
+    floored = decide([evaluate(claim, a, b, sd_floor=5.0)])[0]
+    assert floored.power == pytest.approx(TTestIndPower().power(effect_size=1.0 / 5.0, nobs1=3, ratio=1.0,
+                                                                alpha=ALPHA))
+    assert floored.estimate == alone.estimate and floored.ci == alone.ci  # the test itself is unchanged
+    two = decide([evaluate(claim, {0: 50.0, 1: 50.01}, {0: 50.0, 1: 50.02}, sd_floor=5.0)])[0]
+    assert two.verdict == "inconclusive" and "at an SD of at least 5, the study's pooled spread" in two.verdict_text()

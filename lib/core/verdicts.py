@@ -179,8 +179,10 @@ class Assessment:
             if self.n and min(self.n) < MIN_SEEDS:
                 reasons.append(f"{min(self.n)} seeds in an arm: fewer than {MIN_SEEDS} decide nothing")
             if math.isfinite(self.power):
-                reasons.append(f"power {self.power:.0%}" + (f"; {self.seeds_needed} seeds per arm for 80%"
-                                                            if self.seeds_needed else ""))
+                floor = (f" at an SD of at least {self.notes['sd_floor']:.3g}, the study's pooled spread"
+                         if "sd_floor" in self.notes else "")
+                reasons.append(f"power {self.power:.0%}{floor}" + (f"; {self.seeds_needed} seeds per arm for 80%"
+                                                                   if self.seeds_needed else ""))
         if "decided_by" in self.notes:
             reasons.append(self.notes["decided_by"])
         return f"{self.verdict} ({'; '.join(reasons)})" if reasons else self.verdict
@@ -251,7 +253,7 @@ def sd_upper(sd: float, df: int) -> float:
     return sd * math.sqrt(df / _st.chi2.ppf(1 - SD_CONFIDENCE, df))
 
 
-def _variance_ratio(claim: Claim, a: np.ndarray, b: np.ndarray) -> dict:
+def _variance_ratio(claim: Claim, a: np.ndarray, b: np.ndarray, sd_floor: float = 0.0) -> dict:
     """The F-test with Brown–Forsythe's test beside it (its structural zeros removed,
     :func:`lib.core.stats.brown_forsythe_p`): the claim's p is the larger of the two, so that a ratio is called
     different from 1 only when the test that does not assume normal data agrees."""
@@ -325,19 +327,19 @@ def _seeds_needed(power_at, start: int = 2) -> int | None:
     return hi
 
 
-def _mean_difference(claim: Claim, a: np.ndarray, b: np.ndarray) -> dict:
+def _mean_difference(claim: Claim, a: np.ndarray, b: np.ndarray, sd_floor: float = 0.0) -> dict:
     diff, interval_at, p = _welch(a, b, claim.null_value)
-    sd = sd_upper(_pooled_sd(a, b), a.size + b.size - 2)
+    sd = max(sd_upper(_pooled_sd(a, b), a.size + b.size - 2), sd_floor)
     return dict(estimate=diff, p=p, interval_at=interval_at, power_at=lambda alpha: _two_sample_power(
         claim.published - claim.null_value, sd, a.size, b.size, alpha))
 
 
-def _ratio(claim: Claim, a: np.ndarray, b: np.ndarray) -> dict:
+def _ratio(claim: Claim, a: np.ndarray, b: np.ndarray, sd_floor: float = 0.0) -> dict:
     if (a <= 0).any() or (b <= 0).any():
         raise ValueError(f"{claim.quantity}: a ratio needs positive observations")
     la, lb = np.log(a), np.log(b)
     diff, log_interval_at, p = _welch(la, lb, math.log(claim.null_value))
-    sd = sd_upper(_pooled_sd(la, lb), a.size + b.size - 2)
+    sd = max(sd_upper(_pooled_sd(la, lb), a.size + b.size - 2), sd_floor)
 
     def interval_at(alpha):
         lo, hi = log_interval_at(alpha)
@@ -346,14 +348,14 @@ def _ratio(claim: Claim, a: np.ndarray, b: np.ndarray) -> dict:
         math.log(claim.published / claim.null_value), sd, a.size, b.size, alpha))
 
 
-def _one_sample(claim: Claim, a: np.ndarray) -> dict:
+def _one_sample(claim: Claim, a: np.ndarray, sd_floor: float = 0.0) -> dict:
     mean, sd, n = float(a.mean()), float(np.std(a, ddof=1)), a.size
     se = sd / math.sqrt(n)
     if se == 0:
         return dict(estimate=mean, interval_at=lambda alpha: (mean, mean),
                     p=1.0 if mean == claim.null_value else 0.0)
     p = float(2 * _st.t.sf(abs(mean - claim.null_value) / se, n - 1))
-    d = abs(claim.published - claim.null_value) / sd_upper(sd, n - 1)
+    d = abs(claim.published - claim.null_value) / max(sd_upper(sd, n - 1), sd_floor)
 
     def interval_at(alpha):
         half = _st.t.ppf(1 - alpha / 2, n - 1) * se
@@ -374,7 +376,7 @@ def _equivalence_power(delta: float, margin: float, sd: float, n_a: int, n_b: in
     return float(max(0.0, _st.t.cdf((margin - delta) / se - t, df) + _st.t.cdf((margin + delta) / se - t, df) - 1))
 
 
-def _equivalence(claim: Claim, a: np.ndarray, b: np.ndarray) -> dict:
+def _equivalence(claim: Claim, a: np.ndarray, b: np.ndarray, sd_floor: float = 0.0) -> dict:
     """A published "no difference": the TOST against ±margin (its p the larger one-sided p), the Welch
     difference with its interval, and the two-sided p of the difference in ``notes``."""
     diff, interval_at, p_difference = _welch(a, b, claim.null_value)
@@ -386,7 +388,7 @@ def _equivalence(claim: Claim, a: np.ndarray, b: np.ndarray) -> dict:
     else:
         df = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1))
         p = float(max(_st.t.sf((diff - lo) / se, df), _st.t.sf((hi - diff) / se, df)))
-    sd = sd_upper(_pooled_sd(a, b), a.size + b.size - 2)
+    sd = max(sd_upper(_pooled_sd(a, b), a.size + b.size - 2), sd_floor)
     delta = claim.published - claim.null_value
 
     def power_at(alpha):
@@ -419,23 +421,29 @@ def telescope_effect(claim: Claim, sd: float | None = None) -> float | None:
             else claim.null_value + shift)
 
 
-def evaluate(claim: Claim, a=None, b=None, *, regime_value: float | None = None) -> Assessment:
+def evaluate(claim: Claim, a=None, b=None, *, regime_value: float | None = None,
+             sd_floor: float | None = None) -> Assessment:
     """Test ``claim`` on the seed-level observations ``a`` (and ``b``, for two arms): each a mapping seed ->
     number. Fewer than two finite observations in an arm leave it unmeasured. ``regime_value``: the study's
-    measured value of the claim's stated regime (``claim.regime``), where it has one."""
+    measured value of the claim's stated regime (``claim.regime``), where it has one. ``sd_floor``: a spread the
+    power's SD may not fall below (in the measure's units, the log for a ratio), such as the SD pooled across the
+    study's cells where a claim's own arms have two seeds that happen to agree; the row says so."""
     two = claim.measure in TWO_ARMS
     arms = [] if a is None else [_seed_level(a, "a")] + ([_seed_level(b, "b")] if two and b is not None else [])
     n = tuple(x.size for x in arms)
     if len(arms) != (2 if two else 1) or min(n) < 2:
         return Assessment(claim, n, regime_value=regime_value)
     numbers = {"variance_ratio": _variance_ratio, "mean_difference": _mean_difference, "ratio": _ratio,
-               "one_sample": _one_sample, "equivalence": _equivalence}[claim.measure](claim, *arms)
+               "one_sample": _one_sample, "equivalence": _equivalence}[claim.measure](claim, *arms,
+                                                                                   sd_floor=sd_floor or 0.0)
     if not numbers:  # a constant arm: no ratio of variances
         return Assessment(claim, n, notes={"why": "an arm has zero variance"}, regime_value=regime_value)
     sd = (float(np.std(arms[0], ddof=1)) if claim.measure == "one_sample" else
           _pooled_sd(*(np.log(x) for x in arms)) if claim.measure == "ratio" else
           _pooled_sd(*arms) if claim.measure in ("mean_difference", "equivalence") else None)
     power, needed = numbers["power_at"](ALPHA) if "power_at" in numbers else (float("nan"), None)
+    if sd_floor:
+        numbers["notes"] = {**numbers.get("notes", {}), "sd_floor": sd_floor}
     return Assessment(claim, n, ci=numbers["interval_at"](ALPHA), telescope=telescope_effect(claim, sd),
                       power=power, seeds_needed=needed, regime_value=regime_value, **numbers)
 

@@ -29,6 +29,7 @@ class StudyModule(Protocol):
     STUDY: str  # the results name: <results>/runs/<STUDY>/<profile>/, tables <STUDY>_<profile>*.csv
     QUESTION: str  # the study's question in one line (the report's summary)
     HEADLINE: str  # the start of the verdict-table quantity whose result the report's summary shows
+    SCALE: tuple  # the profile settings the report names as the scale of its verdicts (data, model, epochs)
     PROFILES: dict  # profile name -> the settings it sets; a parameter left as None takes them
     TRAIN: Callable[..., dict]  # trains one run: TRAIN(config, *, data_root=None, progress=None, ...) -> metrics
 

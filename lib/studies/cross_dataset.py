@@ -37,6 +37,8 @@ QUESTION = ("Is the variance effect of margin clamping reversed (VR < 1) on data
             "clamp activation rate and positive-pair density would predict?")
 # The verdict-table row (the start of its quantity) whose result the report's summary shows
 HEADLINE = "the reversal"
+# the profile settings the report names as the scale of a verdict
+SCALE = ("datasets", "train_subset", "layers", "embed_dim", "epochs", "batch_size", "seeds")
 TRAIN = train_cff
 
 REAL_DATASETS = tuple(name for name, info in DATASETS.items() if info.fetched)  # from the registry, in its order

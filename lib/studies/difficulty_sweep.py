@@ -39,6 +39,8 @@ QUESTION = ("Does the variance effect of margin clamping depend on task difficul
             "accuracy?")
 # The verdict-table row (the start of its quantity) whose result the report's summary shows
 HEADLINE = "difficulty: VR at the level matched to 25% accuracy"
+# the profile settings the report names as the scale of a verdict
+SCALE = ("dataset", "levels", "train_subset", "layers", "embed_dim", "epochs", "batch_size", "seeds")
 TRAIN = train_cff
 KNOBS = ("aug_level", "difficulty")
 

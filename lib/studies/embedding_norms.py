@@ -45,6 +45,8 @@ QUESTION = ("Do embedding norms grow under a cosine loss and slow convergence as
             "confidence and OOD score, and do cut-initialisation and GradScale help?")
 # The verdict-table row (the start of its quantity) whose result the report's summary shows
 HEADLINE = "(d) simclr: the norm as a confidence score"
+# the profile settings the report names as the scale of a verdict
+SCALE = ("dataset", "width_multiplier", "epochs", "batch_size", "seeds")
 TRAIN = train_ssl
 INTERVENTIONS = ("default", "weight_decay", "cut_init", "grad_scale", "cut_init+grad_scale")
 

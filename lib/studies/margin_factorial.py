@@ -35,6 +35,8 @@ QUESTION = ("Does clamping the positive-pair similarity at a margin inflate the 
             "on CIFAR-10, compared with subtracting the margin?")
 # The verdict-table row (the start of its quantity) whose result the report's summary shows
 HEADLINE = "VR = Var(clamp)/Var(subtract)"
+# the profile settings the report names as the scale of a verdict
+SCALE = ("dataset", "train_subset", "layers", "embed_dim", "epochs", "batch_size", "seeds")
 TRAIN = train_cff
 
 # Each profile: overrides of CFFConfig fields, and the study's settings (seeds, dose_seeds, trajectory_seeds,

@@ -29,6 +29,8 @@ QUESTION = ("In a minimal model with frustrated samples, does the label geometry
             "frustrated fraction, and does a head with stop-gradient prevent it?")
 # The verdict-table row (the start of its quantity) whose result the report's summary shows
 HEADLINE = "real data: stop-gradient keeps the classes apart"
+# the profile settings the report names as the scale of a verdict
+SCALE = ("num_classes", "embed_dim", "r_values", "steps", "seeds", "real_dataset", "real_train_subset")
 TRAIN = train_collapse
 
 # Each profile's fields and settings. The paper's own sizes are not public: ``paper`` is a larger setting of
