@@ -326,11 +326,25 @@ def headline(frame: pd.DataFrame, module) -> str:
             f"{html.escape(row.quantity)}: <b>{html.escape(row.ours)}</b> (paper: {html.escape(row.paper)}){power}")
 
 
-def scale(module, profile: str) -> str:
-    """The scale a profile's verdicts speak for, from its settings (the module's ``SCALE`` keys): data, model,
-    epochs, seeds. A setting the profile leaves to the run config's default (or 0: the whole set) is left out."""
+def training_images(results: Path, study: str, profile: str) -> list[int]:
+    """The training-set sizes the profile's recorded runs report (their ``train_images`` metric), distinct,
+    ascending: the data size a verdict speaks for, read from the records rather than the settings."""
+    sizes = set()
+    for path in (results / "runs" / study / profile).glob("*.json"):
+        text = path.read_text(encoding="utf-8")
+        if '"train_images"' in text:
+            value = json.loads(text).get("metrics", {}).get("train_images")
+            if isinstance(value, int):
+                sizes.add(value)
+    return sorted(sizes)
+
+
+def scale(module, profile: str, images: list[int] = ()) -> str:
+    """The scale a profile's verdicts speak for: its training images (from the records, :func:`training_images`),
+    then its settings named by the module's ``SCALE`` keys (data, model, epochs, seeds). A setting the profile
+    leaves to the run config's default (or 0: the whole set) is left out."""
     settings = getattr(module, "PROFILES", {}).get(profile, {})
-    shown = []
+    shown = [f"training images {', '.join(f'{n:,}' for n in images)}"] if images else []
     for key in getattr(module, "SCALE", ()):
         value = settings.get(key)
         if value in (None, 0, [], ""):
@@ -380,10 +394,11 @@ def summary(results: Path, shown_by_study: dict[str, tuple[str, list[str]]]) -> 
         also = "".join(f' · also <a href="#{study}_{p}">{p}</a>' for p in others)
         notes = [coverage(study, p, results).short() for p in rendered if module is not None]
         stale = "".join(f'<div class="stale">{html.escape(n)}</div>' for n in notes if n)
+        size = scale(module, shown, training_images(results, study, shown)) if module is not None else ""
         rows.append(
             f'<tr class="study" id="summary-{study}"><td class="study"><a href="#{study}_{shown}">'
             f'{html.escape(title(study))}</a><div class="meta">{shown}{also}</div>'
-            f'<div class="meta scale">{html.escape(scale(module, shown)) if module is not None else ""}</div></td>'
+            f'<div class="meta scale">{html.escape(size)}</div></td>'
             f'<td class="q">{html.escape(module.QUESTION) if module is not None else ""}</td>'
             f'<td class="finding">{headline(frame, module) if frame is not None and len(frame) else "no verdicts"}'
             f'{stale}</td>'

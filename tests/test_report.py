@@ -3,6 +3,7 @@ figure, provenance and links."""
 import base64
 import html
 import io
+import json
 import re
 import shutil
 import subprocess
@@ -325,3 +326,21 @@ def test_the_readme_lists_each_central_claim_as_the_shipped_tables_say():
     block = readme_block(text, README_VERDICTS_BEGIN, README_VERDICTS_END)
     assert block == "\n".join(readme_verdict_lines(SHIPPED)) + "\n", "run python -m lib.report --readme"
     assert block.count("\n- **") + block.startswith("- **") == len(STUDIES)
+
+
+def test_the_summary_names_the_scale_each_verdict_speaks_for(results):
+    """The index's first screen: under each study its profile's training images (from the records) and the settings
+    its module names in SCALE, from the profile, so a verdict at our scale is never read as one about the paper's."""
+    from lib.report import scale, training_images
+
+    module = STUDIES["01"].module
+    assert scale(module, "cpu", [9000]) == ("training images 9,000; dataset cifar10; layers 4; embed dim 64; "
+                                            "epochs 8; batch size 512; seeds 7")
+    assert scale(module, "cpu").startswith("dataset cifar10")  # no records: the settings alone
+    store = results / "runs" / "01_margin_factorial" / "cpu"
+    store.mkdir(parents=True, exist_ok=True)
+    for i, n in enumerate((300, 300, 1200)):
+        (store / f"r{i}.json").write_text(json.dumps({"metrics": {"train_images": n}}))
+    assert training_images(results, "01_margin_factorial", "cpu") == [300, 1200]
+    row = summary_rows(write_index(results).read_text())["01_margin_factorial"]
+    assert '<div class="meta scale">training images 300, 1,200; dataset cifar10;' in row
