@@ -221,14 +221,15 @@ else:
 # %% [markdown] tags=["findings"]
 # ## Paper against reproduced
 # Every claim goes through one verdict engine (`lib/core/verdicts.py`, rules in `docs/verdicts.md`): seeds are the
-# unit (a seed's detach and direct twins averaged), each estimate has its 95% CI, p is Holm-corrected across
-# the study's claims, and each row gives the design's power at the published value and the seeds per arm
-# that would give 80%. *Reproduced* needs significance in the paper's direction with the CI reaching the
-# published value; *inconclusive* says the design could not have seen the published effect. The published
-# "no mean difference" is tested for equivalence within ±1 point [ours] (TOST). The gradient-norm and CAR
-# rows compare our final epoch (the paper's epoch is unknown). Checks of our own come last and are never
-# counted as reproductions. Profiles below `paper` use a reduced model and far fewer epochs: a verdict there
-# is a statement about this scale, not about the paper.
+# unit (a seed's detach and direct twins averaged), each estimate has its interval at the level its test is decided
+# at (α/m in a study of m tested claims; the `ci_level` column), p is Holm-corrected across the study's claims, and
+# each row gives the design's power at the published value and the seeds per arm that would give 80%. *Reproduced*
+# needs significance in the paper's direction with the CI reaching the published value; *not reproduced* needs that
+# interval wholly on the null's side of it; fewer than 3 seeds an arm decide nothing; *inconclusive* gives the
+# power the design had and the seeds it would take. The published "no mean difference" is tested for equivalence
+# within ±1 point [ours] (TOST). The gradient-norm and CAR rows compare our final epoch (the paper's epoch is
+# unknown). Checks of our own come last and are never counted as reproductions. Profiles below `paper` use a
+# reduced model and far fewer epochs: a verdict there is a statement about this scale, not about the paper.
 
 # %% tags=["findings"]
 comparison = study.paper_vs_reproduced(out, trajectory)

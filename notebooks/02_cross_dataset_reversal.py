@@ -207,13 +207,14 @@ if groups:
 # %% [markdown] tags=["findings"]
 # ## Paper against reproduced
 # Every published number of study 2, with CIFAR-10's from study 1, through one verdict engine
-# (`lib/core/verdicts.py`, rules in `docs/verdicts.md`): seeds are the unit, each estimate has its 95% CI, p is
-# Holm-corrected across the study's claims, and each row gives the design's power at the published value and
-# the seeds per arm for 80%. The central claim, the reversal, is one number: CIFAR-10's VR over the geometric
-# mean of the other sets' VRs (a contrast of log variance ratios with its normal-theory SE). A row measured on a
-# stand-in says so; a dataset that was not run says why. The CAR, accuracy and density rows describe our runs
-# beside the paper's numbers: checks, never counted as reproductions. Profiles below `paper` use a reduced model
-# and far fewer epochs: a verdict there is a statement about this scale, not about the paper.
+# (`lib/core/verdicts.py`, rules in `docs/verdicts.md`): seeds are the unit, each estimate has its interval at the
+# level its test is decided at (α/m in a study of m tested claims; the `ci_level` column), p is Holm-corrected
+# across the study's claims, and each row gives the design's power at the published value and the seeds per arm for
+# 80%. The central claim, the reversal, is one number: CIFAR-10's VR over the geometric mean of the other sets' VRs
+# (a contrast of log variance ratios with its normal-theory SE). A row measured on a stand-in says so; a dataset
+# that was not run says why. The CAR, accuracy and density rows describe our runs beside the paper's numbers:
+# checks, never counted as reproductions. Profiles below `paper` use a reduced model and far fewer epochs: a
+# verdict there is a statement about this scale, not about the paper.
 
 # %% tags=["findings"]
 comparison = study.paper_vs_reproduced(summary, skipped, runs)

@@ -213,16 +213,17 @@ if groups:
 
 # %% [markdown] tags=["findings"]
 # ## Paper against reproduced
-# Accuracy ranges differ between datasets, so each published point is set beside our level nearest
-# to it in *relative* accuracy — the share of the way from chance to the ceiling (the paper's 97%,
-# our easiest level's accuracy); a point with no level within 0.15 of that range is not measured. Every
-# claim goes through one verdict engine (`lib/core/verdicts.py`, rules in `docs/verdicts.md`): seeds are the unit,
-# each estimate has its 95% CI, p is Holm-corrected across the study's claims, and each row gives the design's
-# power at the published value and the seeds per arm for 80%. The central claim is one number: the VR at the
-# level matched to 25% accuracy over the VR at the level matched to 97% (16.73 / 0.25 on SVHN). The trend over
-# levels and the place of the largest VR describe the sweep (levels as the unit): checks, never counted as
-# reproductions. Rows measured on a stand-in say so. Profiles below `paper` use a reduced model and far fewer
-# epochs: a verdict there is a statement about this scale, not about the paper.
+# Accuracy ranges differ between datasets, so each published point is set beside our level nearest to it in
+# *relative* accuracy — the share of the way from chance to the ceiling (the paper's 97%, our easiest level's
+# accuracy); a point with no level within 0.15 of that range is not measured. Every claim goes through one verdict
+# engine (`lib/core/verdicts.py`, rules in `docs/verdicts.md`): seeds are the unit, each estimate has its interval
+# at the level its test is decided at (α/m in a study of m tested claims; the `ci_level` column), p is
+# Holm-corrected across the study's claims, and each row gives the design's power at the published value and the
+# seeds per arm for 80%. The central claim is one number: the VR at the level matched to 25% accuracy over the VR
+# at the level matched to 97% (16.73 / 0.25 on SVHN). The trend over levels and the place of the largest VR
+# describe the sweep (levels as the unit): checks, never counted as reproductions. Rows measured on a stand-in say
+# so. Profiles below `paper` use a reduced model and far fewer epochs: a verdict there is a statement about this
+# scale, not about the paper.
 
 # %% tags=["findings"]
 comparison = study.paper_vs_reproduced(summary, chance, stand_in, runs)

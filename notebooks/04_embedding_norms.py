@@ -428,15 +428,16 @@ plt.show()
 # %% [markdown] tags=["findings"]
 # ## Paper against reproduced
 # Every claim goes through one verdict engine (`lib/core/verdicts.py`, rules in `docs/verdicts.md`): seeds are the
-# unit, each estimate has its 95% CI, p is Holm-corrected across the study's claims, and each row gives the
-# design's power at the published value and the seeds per arm for 80%. A claim with one seed per arm is *not
-# measured*: a spread over seeds is what a verdict needs. The confidence claim is the per-seed Spearman rho of
-# norm and correctness; the OOD claim the per-seed AUROC gain of training over initialisation (an ordering
-# already there before training is not learned), the near-OOD set (held-out classes) first. The paper gives no
-# size for these, so they are tested against our smallest effect of interest, as the paper column says. Each
-# intervention is its own claim against the default's seeds. (a) is a simulation of the paper's theorem: a
-# check, never counted as a reproduction. Rows measured on a stand-in say so. Profiles below `paper` train a
-# narrow network for a few epochs: a verdict there is a statement about this scale, not about the paper.
+# unit, each estimate has its interval at the level its test is decided at (α/m in a study of m tested claims; the
+# `ci_level` column), p is Holm-corrected across the study's claims, and each row gives the design's power at the
+# published value and the seeds per arm for 80%. A claim with one seed per arm is *not measured*: a spread over
+# seeds is what a verdict needs. The confidence claim is the per-seed Spearman rho of norm and correctness; the OOD
+# claim the per-seed AUROC gain of training over initialisation (an ordering already there before training is not
+# learned), the near-OOD set (held-out classes) first. The paper gives no size for these, so they are tested
+# against our smallest effect of interest, as the paper column says. Each intervention is its own claim against the
+# default's seeds. (a) is a simulation of the paper's theorem: a check, never counted as a reproduction. Rows
+# measured on a stand-in say so. Profiles below `paper` train a narrow network for a few epochs: a verdict there is
+# a statement about this scale, not about the paper.
 
 # %% tags=["findings"]
 comparison = study.paper_vs_reproduced(fit, convergence, latent, runs, ood_labels, near_label, stand_in)

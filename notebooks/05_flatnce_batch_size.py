@@ -276,13 +276,14 @@ display(Markdown(f"Largest relative deviation (16 anchors): **{identity_error:.1
 # %% [markdown] tags=["findings"]
 # ## Paper against reproduced
 # Every claim goes through one verdict engine (`lib/core/verdicts.py`, rules in `docs/verdicts.md`), one set per
-# learning-rate rule (the quantity starts with the arm): seeds are the unit, each estimate has its 95% CI, p is
-# Holm-corrected across the study's claims, and each row gives the design's power and the seeds per arm for 80%.
-# The central claim is FlatNCE − InfoNCE on the linear probe averaged over the batch sizes (each seed's mean over
-# them), under FLAT's rule; each batch size follows, and "largest at small batches" is the gain at the smallest
-# batch minus the gain at the largest. The paper publishes no CIFAR-10 gain, so the claims are tested against our
-# smallest gain that matters (1 point), as the paper column says. The ImageNet and transfer numbers are not
-# measured by any profile here. The gradient identity and the gradient-scale factor are checks of our own.
+# learning-rate rule (the quantity starts with the arm): seeds are the unit, each estimate has its interval at the
+# level its test is decided at (α/m in a study of m tested claims; the `ci_level` column), p is Holm-corrected
+# across the study's claims, and each row gives the design's power and the seeds per arm for 80%. The central claim
+# is FlatNCE − InfoNCE on the linear probe averaged over the batch sizes (each seed's mean over them), under FLAT's
+# rule; each batch size follows, and "largest at small batches" is the gain at the smallest batch minus the gain at
+# the largest. The paper publishes no CIFAR-10 gain, so the claims are tested against our smallest gain that
+# matters (1 point), as the paper column says. The ImageNet and transfer numbers are not measured by any profile
+# here. The gradient identity and the gradient-scale factor are checks of our own.
 
 # %% tags=["findings"]
 verdicts = study.paper_vs_reproduced(out, settings, identity_error)

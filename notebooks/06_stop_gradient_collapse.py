@@ -283,14 +283,14 @@ plt.show()
 
 # %% [markdown] tags=["findings"]
 # ## Paper against reproduced
-# The paper's three claims go through one verdict engine (`lib/core/verdicts.py`, rules in `docs/verdicts.md`), seeds as
-# the unit, Holm-corrected together: stop-gradient keeps the labels apart (teacher–student, the central claim; and
-# the shared head), and the collapse comes only with frustration. Each compares log10 separations (end / start) per
-# seed; the paper gives no size, so they are tested against one decade, ours. **The model is our reconstruction**
-# of the paper's: a verdict here says our model behaves as the paper describes, not that the paper's derivation
-# holds. Rates and spectra against our own closed forms agree by construction: they are checks of our algebra and
-# integrators, never counted as reproductions. `[summary]` claims are known only approximately, so the paper
-# column gives the forms they take, not measured values.
+# One verdict engine (`lib/core/verdicts.py`, rules in `docs/verdicts.md`), seeds as the unit, each interval at the
+# level its test is decided at. The one claim tested, and the central one, is the real-data run: stop-gradient keeps
+# the classes apart on real images (log10 separation end / start, with SG − without, per seed; the paper gives no
+# size, so it is tested against one decade, ours; the paper's real-data setting is not known). **The model is our
+# reconstruction** of the paper's, built to agree with every claim: the same contrasts in the teacher–student
+# model, the shared head and "collapse only with frustration" are therefore **checks**, shown with their numbers,
+# never counted as reproductions; so are rates and spectra against our own closed forms, which agree by
+# construction. `[summary]` claims are known only approximately, so the paper column gives the forms they take.
 
 # %% tags=["findings"]
 comparison = study.paper_vs_reproduced(out, settings)
