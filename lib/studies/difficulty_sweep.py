@@ -277,7 +277,7 @@ def paper_vs_reproduced(summary: pd.DataFrame, chance: float, stand_in: str | No
         rows.append(verdicts.check(
             "where the largest VR lies (a description)",
             f"largest VR {top.vr:.2f} (F-test p = {top.f_p:.2g}, "
-            f"Brown–Forsythe p = {top.get('brown_forsythe_p', np.nan):.2g}) "
+            f"scipy's Brown–Forsythe p = {top.get('brown_forsythe_p', np.nan):.2g}) "
             f"at level {top.level:g} ({top.top1_mean:.1f}%), "
             f"an {'intermediate' if interior else 'end'} level", "largest VR at 25% (SVHN)", "[paper]"))
         lowest = summary.loc[summary.top1_mean.idxmin()]
