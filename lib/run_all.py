@@ -213,8 +213,10 @@ def main(argv: list[str] | None = None) -> int:
                           parameters=job.parameters, output_dir=job.output_dir)
         except Exception as err:  # a failed notebook must not stop the others; it is named at the end
             kept = relative(job.output_dir / FAILED / f"{job.notebook.stem}_{args.profile}.ipynb")
-            why = f"{getattr(err, 'ename', type(err).__name__)}: {getattr(err, 'evalue', err)}".splitlines()[0][:300]
-            failed.append(f"{job.notebook.name}: {why} (executed notebook kept in {kept})")
+            # the exception's whole message (what was tried, what to do), indented under the notebook's name
+            why = f"{getattr(err, 'ename', type(err).__name__)}: {getattr(err, 'evalue', err)}".rstrip()
+            why = why.replace("\n", "\n    ")
+            failed.append(f"{job.notebook.name}: {why}\n    (executed notebook kept in {kept})")
             print(f"{job.notebook.name}: FAILED after {time.perf_counter() - t0:.0f} s; {failed[-1]}", flush=True)
             continue
         variant = f" (variant {job.variant})" if job.variant else ""

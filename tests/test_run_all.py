@@ -31,6 +31,8 @@ def test_a_failed_render_leaves_the_shipped_render_byte_identical(results, tmp_p
     assert any(o.get("ename") == "DatasetNotFoundError" for c in failed.cells for o in c.get("outputs", []))
     err = capsys.readouterr().err
     assert "01_margin_factorial.ipynb: DatasetNotFoundError" in err and f"failed/{CPU_RENDER}.ipynb" in err
+    # the whole message reaches the terminal: what was tried and what to do, not only its first line
+    assert "    Tried:" in err and "    What you can do:" in err and "--data-root" in err
     assert f'src="figures/{CPU_RENDER}.png"' in (results / "index.html").read_text()  # the report keeps its figure
     assert not list((results / "notebooks").glob(".rendering-*"))
 

@@ -153,3 +153,29 @@ def test_the_writer_puts_the_class_cell_into_both_files_of_the_pair(tmp_path, mo
     assert py.read_text() == original
     nb = nbformat.read(ipynb, as_version=4)
     assert next(c for c in nb.cells if "parameters" in c.metadata.get("tags", [])).source == study.settings.cell()
+
+
+@pytest.mark.parametrize("text, value", [("[16, 32]", [16, 32]), (" [16,32] ", [16, 32])])
+def test_a_list_parameter_given_as_papermills_text_is_its_list(text, value):
+    """papermill's -p hands a list over as its text; the settings parse it where the declared type is a list."""
+    s = flat.Settings.resolve({"profile": "smoke", "batch_sizes": text})
+    assert s["batch_sizes"] == value == ast.literal_eval(text.strip())
+    with pytest.raises(ParameterError, match=r"batch_sizes=\[0, 16\] is not allowed: a non-empty list of distinct"):
+        flat.Settings.resolve({"profile": "smoke", "batch_sizes": "[0, 16]"})
+    with pytest.raises(ParameterError, match="batch_sizes='16, 32' is not allowed"):  # not a literal list: refused
+        flat.Settings.resolve({"profile": "smoke", "batch_sizes": "16, 32"})
+
+
+def test_a_dict_parameter_given_as_text_is_its_dict():
+    module = STUDIES["01"].module
+    s = module.Settings.resolve({"profile": "smoke", "dataset_options": '{"num_classes": 10}'})
+    assert s["dataset_options"] == {"num_classes": 10}
+
+
+def test_a_mistyped_choice_names_its_close_match():
+    with pytest.raises(ParameterError, match=r"profile='quikc' is not allowed: one of .*\(did you mean quick\?\)"):
+        flat.Settings.resolve({"profile": "quikc"})
+    close = difflib.get_close_matches("quikc", list(flat.Settings.profiles), n=2)
+    assert close == ["quick"]
+    with pytest.raises(ParameterError, match=r"did you mean linear\?"):
+        flat.Settings.resolve({"profile": "smoke", "lr_rules": ["linaer"]})

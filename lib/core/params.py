@@ -1,6 +1,7 @@
 """Checking notebook parameters before any compute: each error names the parameter and what is allowed."""
 from __future__ import annotations
 
+import difflib
 import math
 from typing import Any, Iterable
 
@@ -15,10 +16,16 @@ def fail(name: str, value: Any, allowed: str) -> None:
     raise ParameterError(f"parameter {name}={value!r} is not allowed: {allowed}")
 
 
+def _did_you_mean(value: Any, allowed: tuple) -> str:
+    """" (did you mean X?)" for a string close to one of ``allowed`` (difflib), else ""."""
+    close = difflib.get_close_matches(value, [str(a) for a in allowed], n=2) if isinstance(value, str) else []
+    return f" (did you mean {' or '.join(close)}?)" if close else ""
+
+
 def choice(name: str, value: Any, allowed: Iterable[str]) -> str:
     allowed = tuple(allowed)
     if not isinstance(value, str) or value not in allowed:
-        fail(name, value, f"one of {', '.join(allowed)}")
+        fail(name, value, f"one of {', '.join(allowed)}{_did_you_mean(value, allowed)}")
     return value
 
 
@@ -28,7 +35,8 @@ def choices(name: str, values: Any, allowed: Iterable[str]) -> list[str]:
         fail(name, values, f"a non-empty list of distinct values from {', '.join(allowed)}")
     for v in values:
         if not isinstance(v, str) or v not in allowed:
-            fail(name, values, f"a non-empty list of distinct values from {', '.join(allowed)}")
+            fail(name, values, f"a non-empty list of distinct values from {', '.join(allowed)}"
+                               f"{_did_you_mean(v, allowed)}")
     return list(values)
 
 
@@ -72,8 +80,6 @@ def flag(name: str, value: Any) -> bool:
 
 def unknown_names(kind: str, given: Iterable[str], known: Iterable[str]) -> None:
     """Reject names not in ``known``, naming each and its close matches (a typo such as ``seedz``)."""
-    import difflib
-
     known = sorted(known)
     unknown = sorted(set(given) - set(known))
     if unknown:

@@ -28,6 +28,7 @@ own lines next, these last.
 """
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
 import math
@@ -179,8 +180,25 @@ class StudySettings:
                     value = _copy(chosen[name])
                 elif name in config_fields:
                     value = _config_default(cls.config, name)
+            if isinstance(value, str) and _takes_literal(declared.annotation):
+                value = _literal_text(value)  # papermill's -p passes a list or dict as its text
             s[name] = value if declared.check is None else declared.check(name, value, s)
         return s
+
+
+def _takes_literal(annotation: str) -> bool:
+    """Whether a parameter's declared type is a list or a dict, whose value papermill's ``-p`` hands over as text."""
+    return re.search(r"\b(list|dict|List|Dict)\b", annotation) is not None
+
+
+def _literal_text(text: str) -> Any:
+    """A list's or dict's literal given as text (``'[16, 32]'``), as its value; other text is left as it is, for
+    the parameter's check to refuse with the allowed values."""
+    try:
+        value = ast.literal_eval(text.strip())
+    except (ValueError, SyntaxError):
+        return text
+    return value if isinstance(value, (list, dict)) else text
 
 
 def _copy(value: Any) -> Any:
