@@ -531,12 +531,15 @@ def test_keep_freed_memory_serves_large_blocks_from_the_heap():
     "never grows": a small allocation in between can split the freed block, so the next 64 MiB comes from new
     heap. Measured on this project's machine over 30 processes: growth 0, 1 or 2 blocks, always within the first
     two allocations, steady after; a bound of "under two blocks over seven" failed about one process in 20.)
-    The page faults this saves depend on the kernel and the machine: ``python -m lib.bench`` shows them."""
+    The page faults this saves depend on the kernel and the machine: ``python -m lib.bench`` shows them. The
+    process runs one thread, so that nothing allocates beside the fixed pattern on a busy machine."""
+    import os
     import subprocess
     import sys
 
     code = """
 import ctypes, sys, torch
+torch.set_num_threads(1); torch.set_num_interop_threads(1)  # one thread: nothing allocates beside the pattern
 from lib.ssl.training import keep_freed_memory
 try:
     libc = ctypes.CDLL("libc.so.6"); mallinfo2 = libc.mallinfo2
@@ -558,7 +561,8 @@ later = [allocate()[2] for _ in range(15)]  # the heap's size while each of 15 m
 # reused, give or take a few splits early on, then steady
 print(mapped == 0, used >= size, freed == held, later[-1] - held <= 3 * size and later[-1] == later[2])
 """
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    one_thread = {**os.environ, **{k: "1" for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}}
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=one_thread)
     if run.returncode == 3:
         pytest.skip("the C library is not glibc >= 2.33 (no mallinfo2): keep_freed_memory changes nothing there")
     assert run.returncode == 0, run.stderr
