@@ -4,7 +4,17 @@ from pathlib import Path
 
 import pytest
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+# The real subsets the data tests read (cifar10.npz, fashion_mnist.npz, mnist.npz): ../shared/data beside the
+# repository, or the folder named by TEST_DATA_ROOT. Without them those tests skip, saying how to get them.
+SHARED_DATA = Path(os.environ.get("TEST_DATA_ROOT") or Path(__file__).resolve().parents[1].parent / "shared" / "data")
+
+
+def missing_data(what: str) -> str:
+    """The skip message of a test whose real data is absent: what is missing, where the tests look, how to get it."""
+    return (f"{what} is absent: the tests look for real subsets (cifar10.npz, fashion_mnist.npz, mnist.npz) in "
+            f"{SHARED_DATA} (../shared/data beside the repository, or set TEST_DATA_ROOT to a folder); make such "
+            "arrays as the README's \"Data sources\" says, or fetch the full sets with the download parameter "
+            "(-p download True; --download for lib.run_all)")
 
 # Small enough to train in about a second on one core, large enough to touch every code path.
 TINY_CFF = dict(dataset="shapes", dataset_options={"num_classes": 6, "difficulty": 0.2, "n_train": 180, "n_test": 80},

@@ -9,8 +9,7 @@ import pytest
 import torch
 
 from lib.core.data import DATASETS, DatasetNotFoundError, ImageDataset, load_dataset
-
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+from tests.conftest import SHARED_DATA, missing_data
 
 
 def nearest_centroid_accuracy(ds: ImageDataset) -> float:
@@ -277,7 +276,7 @@ def test_rgb_to_one_channel_uses_luma(tmp_path):
 
 def test_real_subsets_from_shared_folder():
     if not SHARED_DATA.is_dir():
-        pytest.skip(f"../shared/data not present: {SHARED_DATA} does not exist (real subsets are optional)")
+        pytest.skip(missing_data(str(SHARED_DATA)))
     cifar = load_dataset("cifar10", data_root=SHARED_DATA)
     assert cifar.x_train.shape == (10000, 3, 32, 32) and cifar.num_classes == 10
     assert torch.equal(torch.bincount(cifar.y_train), torch.full((10,), 1000))

@@ -7,8 +7,8 @@ import pytest
 from lib import PROJECT_ROOT, rerun
 from lib.core.data import DATASETS
 from lib.run import provenance
+from tests.conftest import SHARED_DATA, missing_data
 
-SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
 EMBEDDED = ("shapes", "digits")  # generated, or shipped with scikit-learn: no data folder needed
 # each study's and profile's runs, and the simulations recorded beside them (lib.notebook.Setup.simulate)
 STORES = sorted(p for p in (PROJECT_ROOT / "results" / "runs").glob("*/*") if p.is_dir())
@@ -33,7 +33,7 @@ def test_every_shipped_record_builds_and_finds_its_data(record, capsys):
     config = json.loads(record.read_text())["config"]
     names = {config.get("dataset"), *(o["dataset"] for o in config.get("ood") or [])} & set(DATASETS)
     if not names <= set(EMBEDDED) and not SHARED_DATA.is_dir():
-        pytest.skip(f"its data ({', '.join(sorted(names - set(EMBEDDED)))}) is in ../shared/data, absent here")
+        pytest.skip(missing_data(f"its data ({', '.join(sorted(names - set(EMBEDDED)))})"))
     assert rerun.main(["--check", str(record), "--data-root", str(SHARED_DATA)]) == 0
     out = capsys.readouterr().out
     named = json.loads(record.read_text())["extra"]["train"]  # as it was written: an old name resolves through RENAMED

@@ -15,7 +15,7 @@ from lib.core.data import DATASETS, DatasetNotFoundError, load_dataset
 from lib.core.params import ParameterError
 from lib.run.results import config_hash
 from lib.studies import cross_dataset, difficulty_sweep
-from tests.conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA, missing_data
 
 
 def gen(seed: int) -> torch.Generator:
@@ -93,7 +93,7 @@ def test_a_strong_level_changes_the_run(tiny_cff):
 @pytest.mark.parametrize("name", ["cifar10", "fashion_mnist", "mnist"])
 def test_real_datasets_are_normalised_with_their_own_statistics(name):
     if not (SHARED_DATA / f"{name}.npz").is_file():
-        pytest.skip(f"{SHARED_DATA / (name + '.npz')} is absent")
+        pytest.skip(missing_data(str(SHARED_DATA / f"{name}.npz")))
     ds = load_dataset(name, data_root=SHARED_DATA)
     x = normalize(ds.x_train[:4000], ds.mean, ds.std)
     per_channel = x.transpose(0, 1).flatten(1)
