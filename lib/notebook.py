@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import html
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +39,7 @@ from lib.core.data import DATASETS, load_datasets
 from lib.core.progress import INJECTED_CELL
 from lib.core.settings import check_variant
 from lib.render import HEADER
-from lib.run.results import ResultsStore, config_json, variant_root
+from lib.run.results import ResultsStore, atomic_write_text, config_json, variant_root
 from lib.run.sweep import run_sweep
 from lib.studies import Study, find_study
 
@@ -176,6 +177,19 @@ def open_store(study: Study, settings: dict, configs: list, results_dir: str | P
     store = ResultsStore(variant_root(results, variant), study.name, settings["profile"])
     store = store.part(part) if part else store
     return store, [] if settings.get("force") else store.copy_finished(canonical, configs)
+
+
+VARIANT_NOTE = "variant.json"  # in a variant's root: per study, the profile and the overrides that made it
+
+
+def describe_variant(root: Path, study: Study, profile: str, changes: dict) -> None:
+    """Write, in the variant's root, the profile and the settings that made it, per study (merged with what other
+    studies wrote there): the variants page builds the command that renders it from them (lib.report)."""
+    path = Path(root) / VARIANT_NOTE
+    known = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    known[study.name] = {"profile": profile, "overrides": json.loads(json.dumps(changes, default=str))}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(known, indent=1, sort_keys=True) + "\n")
 
 
 # What the closing cells of every notebook say above their output (Setup.show_rerun, Setup.explore).
@@ -346,6 +360,8 @@ def setup(module: ModuleType, namespace: dict, *, precision: int = 3) -> Setup:
     checked = study.check_data(settings, data_root) if study.check_data else None
     configs = module.plan(settings)
     store, reused = open_store(study, settings, configs, namespace.get("results_dir", "results"), variant)
+    if variant is not None:
+        describe_variant(store.root, study, settings["profile"], changes)
     sources = load_datasets(configs, data_root)
     sns.set_theme(style="whitegrid", context="notebook")
     np.random.seed(0)  # strip plots jitter their dots with numpy's global generator: a re-render repeats them

@@ -36,6 +36,7 @@ import html
 import json
 import os
 import re
+import shlex
 import sys
 from collections import Counter
 from pathlib import Path
@@ -45,8 +46,10 @@ import pandas as pd
 
 from lib import PROJECT_ROOT
 from lib.core.params import ParameterError
+from lib.core.settings import literal
 from lib.core.verdicts import COLOURS, css_class
 from lib.coverage import coverage, experiment, write_readme_block
+from lib.notebook import VARIANT_NOTE
 from lib.render import stamp
 from lib.run.results import VARIANTS_DIR, ResultsStore, atomic_write_text
 from lib.studies import STUDIES
@@ -144,13 +147,41 @@ def render_link(notebook: Path, page_dir: Path, text: str | None = None) -> str:
     return f'<a href="{href(target, page_dir)}">{html.escape(text or target.name)}</a>'
 
 
+def variant_records(results: Path) -> list[tuple[str, str, str, int]]:
+    """(variant, study, profile, records) of every variant store holding run records, rendered or not."""
+    found = []
+    for store in (results / VARIANTS_DIR).glob("*/runs/*/*"):
+        records = sum(1 for _ in store.glob("*.json"))
+        if store.is_dir() and records and store.parent.name[:2].isdigit():
+            found.append((store.parents[2].name, store.parent.name, store.name, records))
+    return sorted(found, key=lambda f: (f[0], f[1], PROFILE_ORDER.index(f[2]) if f[2] in PROFILE_ORDER else 99))
+
+
+def render_command(results: Path, variant: str, study: str, profile: str) -> str:
+    """The command that renders a variant's notebook from its records: its profile, the overrides that made it
+    (the notebook wrote them in ``variant.json``) and its name."""
+    note = results / VARIANTS_DIR / variant / VARIANT_NOTE
+    described = json.loads(note.read_text(encoding="utf-8")) if note.exists() else {}
+    overrides = described.get(study, {}).get("overrides", {})
+    options = "".join(f" -p {name} {shlex.quote(literal(value))}" for name, value in overrides.items())
+    return f"python -m lib.run_all --only {study_number(study)} --profile {profile}{options} --variant {variant}"
+
+
 def variants_section(results: Path, page_dir: Path) -> str:
-    """The variants, apart from the studies' results: one row each, linking its render."""
+    """The variants, apart from the studies' results: one row each, linking its render, or, for a variant whose
+    records were written by papermill into a notebook elsewhere, the command that renders it here."""
     rows = []
+    rendered = set()
     for variant, study, profile, notebook in variant_renders(results):
+        rendered.add((variant, study, profile))
         meta = provenance(notebook.parents[1], study, profile)
         rows.append(f"<tr><td>{html.escape(variant)}</td><td>{html.escape(study)}</td><td>{profile}</td>"
                     f"<td>{meta.get('runs', '')}</td><td>{render_link(notebook, page_dir)}</td></tr>")
+    for variant, study, profile, records in variant_records(results):
+        if (variant, study, profile) not in rendered:
+            rows.append(f"<tr><td>{html.escape(variant)}</td><td>{html.escape(study)}</td><td>{profile}</td>"
+                        f"<td>{records}</td><td>not rendered here: <code>"
+                        f"{html.escape(render_command(results, variant, study, profile))}</code></td></tr>")
     if not rows:
         return ""
     return ('<h2 id="variants">Variants: experiments with other parameters, not the shipped results</h2>\n'

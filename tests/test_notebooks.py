@@ -1,6 +1,7 @@
 """Every notebook runs under papermill with the smoke profile, and bad parameters fail first."""
 import ast
 import hashlib
+import html
 import shutil
 import subprocess
 
@@ -13,6 +14,7 @@ import pytest
 from lib import PROJECT_ROOT
 from lib.core.params import ParameterError
 from lib.notebook import notebook_defaults
+from lib.report import write_variants_index
 from lib.run_all import notebooks
 from lib.studies import (
     cross_dataset,
@@ -121,6 +123,14 @@ def test_notebook_01_readme_tweak_writes_its_variant_and_leaves_every_shipped_fi
     _check_smoke_outputs(NOTEBOOK_01, margin_factorial, results / "variants" / "m0-0.3_seeds-3", 1, **README_TWEAK)
     header = executed.cells[3].outputs[0]["data"]["text/markdown"]
     assert "**Writes variant `m0-0.3_seeds-3`**" in header and "results/variants/m0-0.3_seeds-3/" in header
+    # papermill rendered it elsewhere (../out.ipynb): the variants page still lists it, with the command that
+    # renders it here from its records, and the shipped page stays as it was
+    shipped_index = (results / "index.html").read_bytes()
+    page = write_variants_index(results, results / "variants")
+    assert page is not None and (results / "index.html").read_bytes() == shipped_index
+    text = html.unescape(page.read_text())
+    command = ("python -m lib.run_all --only 01 --profile smoke -p m0 0.3 -p seeds 3 --variant m0-0.3_seeds-3")
+    assert "m0-0.3_seeds-3" in text and command in text
 
 
 @pytest.mark.parametrize("name,value", [("dataset", "imagenet"), ("m0", -0.2), ("margin_modes", ["clamp", "clip"]),
