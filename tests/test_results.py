@@ -367,7 +367,7 @@ def test_environment_fields():
     env = R.environment()
     assert set(env) == {"git_commit", "git_dirty", "python", "torch", "torchvision", "numpy",
                         "platform", "hostname", "device", "torch_threads",
-                        "cpu_model", "cpu_capability", "cpu_count", "blas", "onednn", "kernel_env", "cuda"}
+                        "cpu_model", "cpu_flags", "cpu_capability", "cpu_count", "blas", "onednn", "kernel_env", "cuda"}
     assert isinstance(env["git_dirty"], bool)
     assert env["git_commit"] == "unknown" or len(env["git_commit"]) == 40
     import torch  # the device is the CUDA device's name when there is one, else "cpu"
@@ -554,3 +554,21 @@ def test_a_variant_store_lives_apart_and_copies_only_finished_runs_it_lacks(stor
     assert variant.copy_finished(store, [ok, failed, absent, ok]) == [store.run_id(ok)]
     assert variant.path(store.run_id(ok)).read_bytes() == store.path(store.run_id(ok)).read_bytes()
     assert variant.copy_finished(store, [ok]) == []
+
+
+def test_the_numerics_key_names_the_cpu_flags_that_mkl_and_onednn_dispatch_by(tmp_path, monkeypatch):
+    """The model string alone cannot say "same numerics": an AVX-512 machine held to ATEN_CPU_CAPABILITY=avx2 keeps
+    MKL's and oneDNN's AVX-512 paths. The key carries the CPU's instruction-set flags, read from /proc/cpuinfo; a
+    record whose flags differ, or that lacks them, is never compared bit for bit."""
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("model name\t: AMD EPYC\nflags\t\t: fpu sse2 avx avx2 fma avx512f avx512bw\n")
+    real_path = R.Path
+    monkeypatch.setattr(R, "Path", lambda p: cpuinfo if str(p) == "/proc/cpuinfo" else real_path(p))
+    assert R._cpu_flags() == "avx avx2 fma avx512f avx512bw"
+    assert "cpu_flags" in R.NUMERICS_KEYS and "cpu_flags" in R.hardware()
+    here = {"cpu_model": "AMD EPYC", "cpu_capability": "AVX2", "cpu_flags": "avx avx2 fma avx512f avx512bw"}
+    avx2_only = dict(here, cpu_flags="avx avx2 fma")
+    assert R.numerics_differences(avx2_only, here, keys=here) == [
+        "cpu_flags: avx avx2 fma (recorded) vs avx avx2 fma avx512f avx512bw (here)"]
+    older = {k: v for k, v in here.items() if k != "cpu_flags"}
+    assert R.numerics_differences(older, here, keys=here)[0].startswith("cpu_flags: not recorded")

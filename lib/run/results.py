@@ -274,6 +274,25 @@ def _cpu_model() -> str:
     return _platform.processor() or _platform.machine() or "unknown"
 
 
+# The CPU's instruction-set extensions that MKL and oneDNN choose their kernels by, whatever torch's own capability
+# says: a virtual machine may shorten the model name, and ATEN_CPU_CAPABILITY=avx2 on an AVX-512 CPU still leaves
+# MKL and oneDNN their AVX-512 paths.
+ISA_FLAGS = ("avx", "avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512bw", "avx512vl", "avx512_vnni",
+             "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8")
+
+
+def _cpu_flags() -> str | None:
+    """The :data:`ISA_FLAGS` this CPU has (its /proc/cpuinfo ``flags``), space-separated; None where unknown."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            if line.startswith("flags"):
+                present = set(line.partition(":")[2].split())
+                return " ".join(flag for flag in ISA_FLAGS if flag in present)
+    except OSError:
+        pass
+    return None
+
+
 # Environment variables that steer which kernels the BLAS and oneDNN inside torch dispatch to (torch's own
 # kernels follow ATEN_CPU_CAPABILITY, which shows in cpu_capability).
 KERNEL_ENV_VARS = ("MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR", "MKL_DEBUG_CPU_TYPE", "DNNL_MAX_CPU_ISA",
@@ -284,7 +303,8 @@ KERNEL_ENV_VARS = ("MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR", "MKL_DEBUG_CPU_TYPE", 
 def hardware() -> dict:
     """What made a run's numbers, below the code: the machine and the kernels torch dispatches to.
 
-    cpu_model (e.g. "AMD EPYC"); cpu_capability: the instruction set of torch's own CPU kernels
+    cpu_model (e.g. "AMD EPYC"); cpu_flags: the instruction-set extensions MKL and oneDNN dispatch by
+    (:data:`ISA_FLAGS` present); cpu_capability: the instruction set of torch's own CPU kernels
     ("DEFAULT", "AVX2", "AVX512", ...; the environment variable ``ATEN_CPU_CAPABILITY`` can lower it);
     cpu_count; blas and onednn: the BLAS library and oneDNN version torch was built with (read from
     ``torch.__config__.show()``; None where not stated); kernel_env: those of :data:`KERNEL_ENV_VARS`
@@ -296,7 +316,8 @@ def hardware() -> dict:
     try:
         import torch
     except ImportError:
-        return {"cpu_model": _cpu_model(), "cpu_capability": None, "cpu_count": os.cpu_count(),
+        return {"cpu_model": _cpu_model(), "cpu_flags": _cpu_flags(), "cpu_capability": None,
+                "cpu_count": os.cpu_count(),
                 "blas": None, "onednn": None, "kernel_env": kernel_env, "cuda": None}
     config = torch.__config__.show()
     blas = re.search(r"BLAS_INFO=(\w+)", config)
@@ -304,6 +325,7 @@ def hardware() -> dict:
     onednn = re.search(r"(?:MKL-DNN|oneDNN) v([\w.]+)", config)
     return {
         "cpu_model": _cpu_model(),
+        "cpu_flags": _cpu_flags(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "cpu_count": os.cpu_count(),
         "blas": " ".join(filter(None, [blas and blas.group(1), mkl and mkl.group(1)])) or None,
@@ -314,8 +336,8 @@ def hardware() -> dict:
 
 
 # The environment keys that decide whether two runs of one config can give bit-identical numbers.
-NUMERICS_KEYS = ("device", "cuda", "cpu_model", "cpu_capability", "kernel_env", "blas", "onednn", "torch", "numpy",
-                 "torch_threads")
+NUMERICS_KEYS = ("device", "cuda", "cpu_model", "cpu_flags", "cpu_capability", "kernel_env", "blas", "onednn", "torch",
+                 "numpy", "torch_threads")
 
 
 def numerics_differences(recorded: dict, here: dict, keys: Iterable[str] = NUMERICS_KEYS) -> list[str]:

@@ -52,7 +52,8 @@ GOLDEN = json.loads((HERE / "metrics_before_issue15.json").read_text())
 DRIFT_FILE = HERE / "drift.json"
 
 # The environment keys compared with ``exact_on`` (the runs set their own thread count: one).
-GOLDEN_KEYS = ("cpu_model", "cpu_capability", "kernel_env", "blas", "onednn", "torch", "numpy")
+# what decides float32 numerics: a key the golden lacks (cpu_flags, kept since 2026-12-04) counts as differing
+GOLDEN_KEYS = ("cpu_model", "cpu_flags", "cpu_capability", "kernel_env", "blas", "onednn", "torch", "numpy")
 
 KERNEL_VARIANTS = ("ATEN_CPU_CAPABILITY=default",
                    "MKL_ENABLE_INSTRUCTIONS=SSE4_2 DNNL_MAX_CPU_ISA=SSE41",
@@ -111,7 +112,8 @@ def numerics_here() -> dict:
     """This process's values of :data:`GOLDEN_KEYS`."""
     import numpy
 
-    return {**{key: hardware()[key] for key in ("cpu_model", "cpu_capability", "kernel_env", "blas", "onednn")},
+    return {**{key: hardware()[key] for key in ("cpu_model", "cpu_flags", "cpu_capability", "kernel_env", "blas",
+                                                "onednn")},
             "torch": torch.__version__, "numpy": numpy.__version__}
 
 
