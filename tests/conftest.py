@@ -2,7 +2,9 @@
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
+from scipy import stats as st
 
 # The real subsets the data tests read (cifar10.npz, fashion_mnist.npz, mnist.npz): ../shared/data beside the
 # repository, or the folder named by TEST_DATA_ROOT. Without them those tests skip, saying how to get them.
@@ -55,3 +57,13 @@ def pytest_terminal_summary(terminalreporter):
         from tests import test_golden  # torch and the goldens: only when the golden tests ran
 
         terminalreporter.write_line(f"golden metrics: {test_golden.COMPARISON}")
+
+
+def brown_forsythe_reference(a, b) -> float:
+    """Brown–Forsythe without structural zeros (Hines & Hines 2000), written from its definition for the tests:
+    scipy's one-way ANOVA of |x - median| per arm, less the deviation that is zero by construction (odd n: the
+    median's own; even n: one of the middle pair's two equal deviations)."""
+    def deviations(x):
+        x = np.sort(np.asarray(list(x), dtype=float))
+        return np.delete(np.abs(x - np.median(x)), len(x) // 2)
+    return float(st.f_oneway(deviations(a), deviations(b)).pvalue)

@@ -14,11 +14,11 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import stats as st
 from scipy.special import betainc, stdtr
 
 from lib.core import stats
 from lib.studies import common, cross_dataset, difficulty_sweep, margin_factorial
+from tests.conftest import brown_forsythe_reference
 
 # Seed offsets with mean 0 and median 0: sum of squares 4, so the sample variance is 4/5 for six
 # seeds, and 8/11 when two stabilisers' identical twins are pooled (12 values).
@@ -36,15 +36,6 @@ def f_test_p(vr: float, d1: int, d2: int) -> float:
     """Two-sided F-test p of VR on df (d1, d2), from the F CDF as a regularised incomplete beta."""
     cdf = betainc(d1 / 2, d2 / 2, d1 * vr / (d1 * vr + d2))
     return min(1.0, 2 * min(cdf, 1 - cdf))
-
-
-def bf_reference(a, b) -> float:
-    """Brown–Forsythe without structural zeros: scipy's one-way ANOVA of |x - median| per arm, less the deviation
-    that is zero by construction (Hines & Hines 2000)."""
-    def deviations(x):
-        x = np.sort(np.asarray(x, dtype=float))
-        return np.delete(np.abs(x - np.median(x)), len(x) // 2)
-    return float(st.f_oneway(deviations(a), deviations(b)).pvalue)
 
 
 def welch_reference(a, b) -> tuple[float, float, float]:
@@ -292,7 +283,7 @@ def test_study1_table_tests_seed_level_data_through_the_engine(planted_study1):
     # four measured claims in the family (no trajectory runs planted), so power and seeds at 0.05 / 4
     # the claim's p is the larger of the F-test's and Brown–Forsythe's (structural zeros removed; a shift of
     # either arm leaves it unchanged, so the plant's 2 and 1 point patterns give it)
-    vr_p = max(f_test_p(4.0, 5, 5), bf_reference(2 * PATTERN, PATTERN))
+    vr_p = max(f_test_p(4.0, 5, 5), brown_forsythe_reference(2 * PATTERN, PATTERN))
     vr = _row(table, margin_factorial.HEADLINE)
     assert vr.n == "6 vs 6" and float(vr.p) == pytest.approx(vr_p, rel=1e-2) and vr_p > 0.05
     power = stats.variance_ratio_rule_power(5.9, SEEDS, SEEDS, alpha=0.05 / 4)  # of the two-test rule
@@ -456,7 +447,7 @@ def test_study2_table_for_the_published_reversal(s2, planted_study2):
     # alone each VR is significant, but not after Holm within the family's four measured claims
     c10 = _row(table, "CIFAR-10: VR")
     assert c10.quantity.endswith("(on shapes10, a stand-in)") and c10.ours.startswith("9 [") and c10.n == "6 vs 6"
-    c10_p = max(f_test_p(9.0, 5, 5), bf_reference(3 * PATTERN, PATTERN))
+    c10_p = max(f_test_p(9.0, 5, 5), brown_forsythe_reference(3 * PATTERN, PATTERN))
     assert float(c10.p) == pytest.approx(c10_p, rel=1e-2) and float(c10.p_holm) > 0.05
     assert c10.verdict.startswith("inconclusive (power ")
     assert _row(table, "CIFAR-100: VR =").verdict.startswith("inconclusive (power ")
@@ -578,7 +569,7 @@ def test_study3_table_matches_published_points_by_relative_accuracy(planted_stud
     assert ceiling.quantity.endswith("level 0, 90.0% (1.00)") and ceiling.ours.startswith(f"{1 / 9:.3g} [")
     assert hard.quantity.endswith("level 2, 26.0% (0.20)") and hardest.quantity.endswith("level 2, 26.0% (0.20)")
     assert hard.ours.startswith("9 [") and hard.n == "6 vs 6"
-    hard_p = max(f_test_p(9.0, 5, 5), bf_reference(3 * PATTERN, PATTERN))
+    hard_p = max(f_test_p(9.0, 5, 5), brown_forsythe_reference(3 * PATTERN, PATTERN))
     assert float(hard.p) == pytest.approx(hard_p, rel=1e-2)
     # the central claim: level 2's VR over level 0's, 9 / (1/9) = 81 against 16.73 / 0.25 = 66.9
     contrast, p = contrast_reference(9.0, [1 / 9])

@@ -23,6 +23,7 @@ from lib.core.verdicts import (
     table,
     telescope_effect,
 )
+from tests.conftest import brown_forsythe_reference
 
 VR = dict(measure="variance_ratio", evidence="[paper]")
 
@@ -31,16 +32,6 @@ def scaled(z, ratio):
     """Two arms with sample variance ratio exactly ``ratio``: the same standardised draws, scaled."""
     z = (z - z.mean()) / z.std(ddof=1)
     return {i: float(x) for i, x in enumerate(z * math.sqrt(ratio))}, {i: float(x) for i, x in enumerate(z)}
-
-
-def brown_forsythe(a, b) -> float:
-    """Brown–Forsythe without structural zeros (Hines & Hines 2000), written from its definition: scipy's one-way
-    ANOVA of |x - median| per arm, less the deviation that is zero by construction (odd n: the median's own; even
-    n: one of the middle pair's two equal deviations)."""
-    def deviations(x):
-        x = np.sort(np.asarray(list(x), dtype=float))
-        return np.delete(np.abs(x - np.median(x)), len(x) // 2)
-    return float(st.f_oneway(deviations(a), deviations(b)).pvalue)
 
 
 def one(claim, a=None, b=None):
@@ -64,7 +55,7 @@ def test_the_published_f_gives_the_published_p_only_with_14_runs_per_arm(n, p):
     result = evaluate(Claim("VR", published=5.9, **VR), a, b)
     assert result.estimate == pytest.approx(5.9) and round(result.notes["p_f"], 4 if n == 14 else 3) == p
     # the claim's p is the larger of the F-test's and Brown–Forsythe's (structural zeros removed)
-    bf = brown_forsythe(a.values(), b.values())
+    bf = brown_forsythe_reference(a.values(), b.values())
     assert result.notes["p_brown_forsythe"] == pytest.approx(bf)
     assert result.p == pytest.approx(max(bf, result.notes["p_f"]))
 
@@ -531,7 +522,7 @@ def test_brown_forsythe_decides_where_the_f_test_is_fooled_by_one_wild_seed_and_
     subtract = {0: 0.0, 1: 0.2, 2: -0.2, 3: 0.1, 4: -0.1}
     row = one(Claim("VR", published=5.9, **VR), clamp, subtract)
     f = stats.variance_ratio_test(list(clamp.values()), list(subtract.values())).p_value
-    bf = brown_forsythe(clamp.values(), subtract.values())
+    bf = brown_forsythe_reference(clamp.values(), subtract.values())
     assert f < ALPHA < bf and row.p == pytest.approx(bf)
     assert row.verdict == "inconclusive" and "decided by Brown–Forsythe" in row.verdict_text()
     assert row.ci[0] > 1  # the F interval excludes 1: the F-test alone would have called it
@@ -631,7 +622,7 @@ def test_brown_forsythe_without_structural_zeros_holds_its_level_where_the_f_tes
     normal_a, normal_b = rng.normal(size=(sims, n)), rng.normal(size=(sims, n))
     assert 0.025 <= (stats.brown_forsythe_p(normal_a, normal_b) < ALPHA).mean() <= 0.06
     for i in range(5):
-        assert stats.brown_forsythe_p(a[i:i + 1], b[i:i + 1])[0] == pytest.approx(brown_forsythe(a[i], b[i]))
+        assert stats.brown_forsythe_p(a[i:i + 1], b[i:i + 1])[0] == pytest.approx(brown_forsythe_reference(a[i], b[i]))
 
 
 def test_the_power_of_the_two_test_rule_agrees_with_a_simulation_through_scipy():
@@ -641,7 +632,7 @@ def test_the_power_of_the_two_test_rule_agrees_with_a_simulation_through_scipy()
     for _ in range(sims):
         a, b = rng.normal(size=n) * math.sqrt(ratio), rng.normal(size=n)
         p_f = stats.variance_ratio_test(a, b).p_value
-        rejected += max(p_f, brown_forsythe(a, b)) < ALPHA
+        rejected += max(p_f, brown_forsythe_reference(a, b)) < ALPHA
     assert abs(rejected / sims - stats.variance_ratio_rule_power(ratio, n, n)) < 0.025
 
 

@@ -129,12 +129,13 @@ def variance_ratio_test(a, b) -> VarianceRatio:
     return VarianceRatio(ratio=ratio, df_a=a.size - 1, df_b=b.size - 1, p_value=variance_ratio_p(ratio, a.size, b.size))
 
 
-def variance_ratio_p(ratio: float, n_a: int, n_b: int) -> float:
+def variance_ratio_p(ratio, n_a: int, n_b: int):
     """The two-sided F-test's p of a variance ratio from ``n_a`` and ``n_b`` observations:
     ``min(1, 2 min(F.cdf, F.sf))`` on df (n_a - 1, n_b - 1) (e.g. a published ratio, re-read with
-    another count of observations)."""
+    another count of observations). A float for one ratio; an array, element by element, for an array."""
     dfa, dfb = n_a - 1, n_b - 1
-    return float(min(1.0, 2.0 * min(_st.f.cdf(ratio, dfa, dfb), _st.f.sf(ratio, dfa, dfb))))
+    p = np.minimum(1.0, 2.0 * np.minimum(_st.f.cdf(ratio, dfa, dfb), _st.f.sf(ratio, dfa, dfb)))
+    return float(p) if np.ndim(p) == 0 else p
 
 
 # --------------------------------------------------------------------------- sums of log chi-squares
@@ -269,8 +270,7 @@ def variance_ratio_rule_power(ratio: float, n_a: int, n_b: int, alpha: float = 0
     rng = np.random.default_rng(RULE_POWER_SEED)
     a = rng.normal(size=(RULE_POWER_SIMULATIONS, n_a)) * math.sqrt(ratio)
     b = rng.normal(size=(RULE_POWER_SIMULATIONS, n_b))
-    f = a.var(axis=1, ddof=1) / b.var(axis=1, ddof=1)
-    p_f = np.minimum(1.0, 2 * np.minimum(_st.f.cdf(f, n_a - 1, n_b - 1), _st.f.sf(f, n_a - 1, n_b - 1)))
+    p_f = variance_ratio_p(a.var(axis=1, ddof=1) / b.var(axis=1, ddof=1), n_a, n_b)
     return float((np.maximum(p_f, brown_forsythe_p(a, b)) < alpha).mean())
 
 

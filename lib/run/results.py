@@ -263,15 +263,20 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def _cpu_model() -> str:
-    """The CPU's model name: /proc/cpuinfo's first ``model name`` on Linux, else what ``platform`` says."""
+def _cpuinfo(field: str) -> str | None:
+    """The value of /proc/cpuinfo's first line that starts with ``field``; None where there is none (not Linux)."""
     try:
         for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
-            if line.startswith("model name"):
+            if line.startswith(field):
                 return line.partition(":")[2].strip()
     except OSError:
         pass
-    return _platform.processor() or _platform.machine() or "unknown"
+    return None
+
+
+def _cpu_model() -> str:
+    """The CPU's model name: /proc/cpuinfo's first ``model name`` on Linux, else what ``platform`` says."""
+    return _cpuinfo("model name") or _platform.processor() or _platform.machine() or "unknown"
 
 
 # The CPU's instruction-set extensions that MKL and oneDNN choose their kernels by, whatever torch's own capability
@@ -283,14 +288,8 @@ ISA_FLAGS = ("avx", "avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512bw", "a
 
 def _cpu_flags() -> str | None:
     """The :data:`ISA_FLAGS` this CPU has (its /proc/cpuinfo ``flags``), space-separated; None where unknown."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
-            if line.startswith("flags"):
-                present = set(line.partition(":")[2].split())
-                return " ".join(flag for flag in ISA_FLAGS if flag in present)
-    except OSError:
-        pass
-    return None
+    flags = _cpuinfo("flags")
+    return None if flags is None else " ".join(flag for flag in ISA_FLAGS if flag in set(flags.split()))
 
 
 # Environment variables that steer which kernels the BLAS and oneDNN inside torch dispatch to (torch's own
