@@ -65,6 +65,7 @@ class Plan:
     missing: list[dict] = field(default_factory=list)  # runs without a finished record (all with force)
     data_root: str | None = None
     variant: str | None = None  # None: the profile's canonical results (lib.notebook.variant_of)
+    extra: dict = field(default_factory=dict)  # written into every record (lib.decide: {"plan": its id})
 
     @property
     def train_fn(self) -> Callable[..., dict]:
@@ -112,7 +113,8 @@ def run_local(plan: Plan, *, workers: int | None = None) -> list[dict]:
         options["workers"] = workers
     elif "workers" not in options and "batched_fn" not in options:
         options["workers"] = max(1, min(os.cpu_count() or 1, len(plan.missing)))
-    return run_sweep(plan.store, plan.configs, plan.train_fn, data_root=plan.data_root, progress=True, **options)
+    return run_sweep(plan.store, plan.configs, plan.train_fn, data_root=plan.data_root, progress=True,
+                     extra=plan.extra or None, **options)
 
 
 # ------------------------------------------------------------------------------- slurm
@@ -154,7 +156,7 @@ def submit_slurm(plan: Plan, executor: submitit.Executor, *, max_parallel: int =
         return []
     on_slurm = isinstance(executor, submitit.SlurmExecutor)
     threads = int(executor.parameters.get("cpus_per_task", 1)) if on_slurm else 1
-    task = task or RecordRun(plan.store, plan.train_fn, plan.data_root, device, threads)
+    task = task or RecordRun(plan.store, plan.train_fn, plan.data_root, device, threads, plan.extra or None)
     if on_slurm:
         executor.update_parameters(array_parallelism=max_parallel)  # sbatch --array=0-N%max_parallel
         jobs = executor.map_array(task, plan.missing)
@@ -192,6 +194,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--download", action="store_true", help="let torchvision download missing datasets")
     parser.add_argument("--results-dir", default="results", help="relative to the project root")
     parser.add_argument("--variant", help="name of the variant the runs write (default: derived from the -p overrides)")
+    add_backend_arguments(parser)
+    args = parser.parse_args(argv)
+    data_root = str(Path(args.data_root).resolve()) if args.data_root else None
+    try:
+        plan = make_plan(args.study, profile=args.profile, data_root=data_root, results_dir=args.results_dir,
+                         parameters={name: parse_value(value) for name, value in args.parameter}, variant=args.variant,
+                         download=args.download)
+    except ParameterError as err:
+        parser.error(str(err))
+    except DatasetNotFoundError as err:  # what was tried and what to do, without a traceback
+        print(err, file=sys.stderr)
+        return 1
+    print(plan.summary(), flush=True)
+    if args.dry_run or not plan.missing:
+        return 0
+    return execute(plan, args)
+
+
+def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options that say where a plan runs (``lib.dispatch`` and ``lib.decide`` share them)."""
     parser.add_argument("--backend", default="local", choices=BACKENDS)
     parser.add_argument("--dry-run", action="store_true", help="print the plan and exit")
     local = parser.add_argument_group("local")
@@ -207,20 +229,10 @@ def main(argv: list[str] | None = None) -> int:
     slurm.add_argument("--mem-gb", type=float)
     slurm.add_argument("--log-dir", help="submitit's folder (default .submitit/<study>_<profile>)")
     slurm.add_argument("--wait", action="store_true", help="wait until every array task has ended")
-    args = parser.parse_args(argv)
-    data_root = str(Path(args.data_root).resolve()) if args.data_root else None
-    try:
-        plan = make_plan(args.study, profile=args.profile, data_root=data_root, results_dir=args.results_dir,
-                         parameters={name: parse_value(value) for name, value in args.parameter}, variant=args.variant,
-                         download=args.download)
-    except ParameterError as err:
-        parser.error(str(err))
-    except DatasetNotFoundError as err:  # what was tried and what to do, without a traceback
-        print(err, file=sys.stderr)
-        return 1
-    print(plan.summary(), flush=True)
-    if args.dry_run or not plan.missing:
-        return 0
+
+
+def execute(plan: Plan, args: argparse.Namespace) -> int:
+    """Run a plan's missing runs on the backend the command line chose; the exit status."""
     if args.backend == "local":
         records = run_local(plan, workers=args.workers)
         failed = sum(r is None or r["status"] not in FINISHED_STATUSES for r in records)

@@ -32,6 +32,7 @@ decided by the same code.
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping
@@ -43,6 +44,7 @@ from scipy import stats as _st
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestIndPower, TTestPower
 
+from lib.core.sequential import Boundaries
 from lib.core.stats import (
     brown_forsythe_p,
     log_chi2_sum_reference,
@@ -56,8 +58,9 @@ TARGET_POWER = 0.8  # "the design could have seen it"; also the seeds-needed tar
 TELESCOPE_POWER = 0.33  # Simonsohn's small telescope: the effect the original design saw with 33% power
 MIN_SEEDS = 3  # fewer seeds in an arm decide nothing: two seeds give one degree of freedom per arm
 SD_CONFIDENCE = 0.8  # the power's SD is the upper limit of its one-sided 80% interval (Browne 1995)
-MEASURES = ("variance_ratio", "mean_difference", "ratio", "one_sample", "equivalence", "vr_contrast")
-TWO_ARMS = ("variance_ratio", "mean_difference", "ratio", "equivalence")
+MEASURES = ("variance_ratio", "mean_difference", "paired_difference", "ratio", "one_sample", "equivalence",
+            "vr_contrast")
+TWO_ARMS = ("variance_ratio", "mean_difference", "paired_difference", "ratio", "equivalence")
 RATIO_SCALE = ("variance_ratio", "ratio", "vr_contrast")  # compared on the log scale; null 1
 KINDS = ("claim", "check")
 OUT_OF_REGIME = "not in the paper's regime"
@@ -103,6 +106,8 @@ class Claim:
     published_text: str = ""  # the paper's value as the table shows it, when a number alone misleads
     seeds_parameters: tuple[str, ...] = ("seeds",)  # the notebook parameters that set the seeds of its arms
     regime: Regime | None = None  # where the paper states the condition under which the claim holds
+    cells: tuple[tuple[tuple[str, object], ...], ...] = ()  # the runs-frame cells its arms are read from,
+    # each as (column, value) pairs: what lib.decide extends to give the claim more seeds
 
     def __post_init__(self):
         if self.kind == "check" and self.published is None:
@@ -155,6 +160,7 @@ class Assessment:
     verdict: str = ""
     level: float = ALPHA  # the two-sided level of ``ci`` and ``power``: ALPHA / m in a family of m
     regime_value: float | None = None  # the study's measured value of ``claim.regime.measured``
+    effect_sd: float = float("nan")  # the published effect in units of the SD the power uses (t-based measures)
     notes: dict = field(default_factory=dict)
     # (power, seeds_needed) and the interval at a given two-sided level: decide() asks them at ALPHA / m
     power_at: Callable[[float], tuple[float, int | None]] | None = field(default=None, compare=False, repr=False)
@@ -185,6 +191,8 @@ class Assessment:
                                                                    if self.seeds_needed else ""))
         if "decided_by" in self.notes:
             reasons.append(self.notes["decided_by"])
+        if "look" in self.notes:
+            reasons.append(self.notes["look"])
         return f"{self.verdict} ({'; '.join(reasons)})" if reasons else self.verdict
 
     def row(self, digits: int = 3) -> dict:
@@ -206,17 +214,25 @@ class Assessment:
         if claim.kind == "check":  # a check tests no published claim: no p, power or seeds to show
             return {"quantity": claim.quantity, "ours": ours, "ci_level": "–", "paper": paper,
                     "evidence": claim.evidence, "n": " vs ".join(map(str, self.n)) or "–", "p": "–", "p_holm": "–",
-                    "power": "–", "seeds_needed": "–", "verdict": "check", "kind": "check", "seeds_parameters": ""}
+                    "power": "–", "seeds_needed": "–", "verdict": "check", "kind": "check", "seeds_parameters": "",
+                    "measure": "–", "level": "–", "effect_sd": "–", "cells": ""}
         return {"quantity": claim.quantity, "ours": ours,
                 "ci_level": f"{100 * (1 - self.level):.3g}%" if self.measured else "–", "paper": paper,
                 "evidence": claim.evidence, "n": " vs ".join(map(str, self.n)) or "–",
                 "p": g(self.p), "p_holm": g(self.p_holm), "power": "–" if not math.isfinite(self.power)
                 else f"{self.power:.0%}", "seeds_needed": "–" if self.seeds_needed is None else str(self.seeds_needed),
                 "verdict": self.verdict_text(), "kind": claim.kind,
-                "seeds_parameters": ",".join(claim.seeds_parameters)}
+                "seeds_parameters": ",".join(claim.seeds_parameters), "measure": claim.measure,
+                "level": f"{self.level:.6g}" if self.measured else "–",
+                "effect_sd": g(self.effect_sd), "cells": json.dumps([dict(cell) for cell in claim.cells])}
 
 
 # ------------------------------------------------------------------------------ the unit: one number per seed
+
+
+def cell(**columns) -> tuple[tuple[str, object], ...]:
+    """A cell of a study's runs frame, as a claim names the runs of one of its arms: ``cell(method="simclr")``."""
+    return tuple(sorted(columns.items()))
 
 
 def by_seed(frame: pd.DataFrame, value: str, seed: str = "seed") -> dict[int, float]:
@@ -330,8 +346,9 @@ def _seeds_needed(power_at, start: int = 2) -> int | None:
 def _mean_difference(claim: Claim, a: np.ndarray, b: np.ndarray, sd_floor: float = 0.0) -> dict:
     diff, interval_at, p = _welch(a, b, claim.null_value)
     sd = max(sd_upper(_pooled_sd(a, b), a.size + b.size - 2), sd_floor)
-    return dict(estimate=diff, p=p, interval_at=interval_at, power_at=lambda alpha: _two_sample_power(
-        claim.published - claim.null_value, sd, a.size, b.size, alpha))
+    effect = claim.published - claim.null_value
+    return dict(estimate=diff, p=p, interval_at=interval_at, effect_sd=abs(effect) / sd if sd > 0 else float("nan"),
+                power_at=lambda alpha: _two_sample_power(effect, sd, a.size, b.size, alpha))
 
 
 def _ratio(claim: Claim, a: np.ndarray, b: np.ndarray, sd_floor: float = 0.0) -> dict:
@@ -344,8 +361,10 @@ def _ratio(claim: Claim, a: np.ndarray, b: np.ndarray, sd_floor: float = 0.0) ->
     def interval_at(alpha):
         lo, hi = log_interval_at(alpha)
         return math.exp(lo), math.exp(hi)
-    return dict(estimate=math.exp(diff), p=p, interval_at=interval_at, power_at=lambda alpha: _two_sample_power(
-        math.log(claim.published / claim.null_value), sd, a.size, b.size, alpha))
+    effect = math.log(claim.published / claim.null_value)
+    return dict(estimate=math.exp(diff), p=p, interval_at=interval_at,
+                effect_sd=abs(effect) / sd if sd > 0 else float("nan"),
+                power_at=lambda alpha: _two_sample_power(effect, sd, a.size, b.size, alpha))
 
 
 def _one_sample(claim: Claim, a: np.ndarray, sd_floor: float = 0.0) -> dict:
@@ -364,7 +383,24 @@ def _one_sample(claim: Claim, a: np.ndarray, sd_floor: float = 0.0) -> dict:
     def power_at(alpha):
         return (_t_power(TTestPower(), alpha, effect_size=d, nobs=n),
                 _seeds_needed(lambda k: _t_power(TTestPower(), alpha, effect_size=d, nobs=k)))
-    return dict(estimate=mean, p=p, interval_at=interval_at, power_at=power_at)
+    return dict(estimate=mean, p=p, interval_at=interval_at, power_at=power_at, effect_sd=d)
+
+
+def _pairs(a, b) -> tuple[dict, dict]:
+    """The two arms on the seeds both have a finite value for, in the same seed order."""
+    a = a.to_dict() if isinstance(a, pd.Series) else a
+    b = b.to_dict() if isinstance(b, pd.Series) else b
+    if not (isinstance(a, Mapping) and isinstance(b, Mapping)):
+        raise TypeError("a paired difference needs each arm as a mapping seed -> number: pairs are matched by seed")
+    common = sorted(k for k in set(a) & set(b) if math.isfinite(a[k]) and math.isfinite(b[k]))
+    return {k: a[k] for k in common}, {k: b[k] for k in common}
+
+
+def _paired_difference(claim: Claim, a: np.ndarray, b: np.ndarray, sd_floor: float = 0.0) -> dict:
+    """Arms that share their seeds (the same initialisation and data order, one arm changed): the one-sample t
+    on the per-seed differences a - b, against the null; its power with the differences' SD."""
+    shifted = replace(claim, measure="one_sample")
+    return _one_sample(shifted, a - b, sd_floor)
 
 
 def _equivalence_power(delta: float, margin: float, sd: float, n_a: int, n_b: int, alpha: float = ALPHA) -> float:
@@ -412,7 +448,7 @@ def telescope_effect(claim: Claim, sd: float | None = None) -> float | None:
         return math.exp(claim.direction * _opt.brentq(gap, 1e-9, 50.0))
     if sd is None or not sd > 0:
         return None
-    if claim.measure == "one_sample":
+    if claim.measure in ("one_sample", "paired_difference"):
         d = TTestPower().solve_power(nobs=n_a, power=TELESCOPE_POWER, alpha=ALPHA)
     else:
         d = TTestIndPower().solve_power(nobs1=n_a, ratio=n_b / n_a, power=TELESCOPE_POWER, alpha=ALPHA)
@@ -429,16 +465,20 @@ def evaluate(claim: Claim, a=None, b=None, *, regime_value: float | None = None,
     power's SD may not fall below (in the measure's units, the log for a ratio), such as the SD pooled across the
     study's cells where a claim's own arms have two seeds that happen to agree; the row says so."""
     two = claim.measure in TWO_ARMS
+    if claim.measure == "paired_difference" and a is not None and b is not None:
+        a, b = _pairs(a, b)
     arms = [] if a is None else [_seed_level(a, "a")] + ([_seed_level(b, "b")] if two and b is not None else [])
     n = tuple(x.size for x in arms)
     if len(arms) != (2 if two else 1) or min(n) < 2:
         return Assessment(claim, n, regime_value=regime_value)
     numbers = {"variance_ratio": _variance_ratio, "mean_difference": _mean_difference, "ratio": _ratio,
+               "paired_difference": _paired_difference,
                "one_sample": _one_sample, "equivalence": _equivalence}[claim.measure](claim, *arms,
                                                                                    sd_floor=sd_floor or 0.0)
     if not numbers:  # a constant arm: no ratio of variances
         return Assessment(claim, n, notes={"why": "an arm has zero variance"}, regime_value=regime_value)
     sd = (float(np.std(arms[0], ddof=1)) if claim.measure == "one_sample" else
+          float(np.std(arms[0] - arms[1], ddof=1)) if claim.measure == "paired_difference" else
           _pooled_sd(*(np.log(x) for x in arms)) if claim.measure == "ratio" else
           _pooled_sd(*arms) if claim.measure in ("mean_difference", "equivalence") else None)
     power, needed = numbers["power_at"](ALPHA) if "power_at" in numbers else (float("nan"), None)
@@ -535,9 +575,10 @@ def _fewest_seeds(assessment: Assessment) -> int:
     return assessment.notes.get("seeds", min(assessment.n) if assessment.n else 0)
 
 
-def verdict(assessment: Assessment, p_holm: float) -> str:
-    """The verdict of an assessment whose Holm-adjusted p is ``p_holm`` and whose interval is at the level its
-    family gives it (the rules of the module doc)."""
+def verdict(assessment: Assessment, rejects: bool) -> str:
+    """The verdict of an assessment whose test ``rejects`` the null or not (Holm's adjusted p below ALPHA; at a
+    planned look 2, p below the look's boundary) and whose interval is at the level its test is decided at
+    (the rules of the module doc)."""
     claim = assessment.claim
     if claim.kind == "check" and "ours" in assessment.notes:
         return "check"
@@ -551,13 +592,13 @@ def verdict(assessment: Assessment, p_holm: float) -> str:
         return "inconclusive"
     lo, hi = assessment.ci
     if claim.measure == "equivalence":  # a published "no difference"
-        if p_holm < ALPHA:
+        if rejects:
             return "reproduced"  # the difference lies within ±margin
         if lo > claim.null_value + claim.margin or hi < claim.null_value - claim.margin:
             return "contradicted"  # the whole interval differs by more than matters
         return "inconclusive"
     side = np.sign(claim.scale(assessment.estimate) - claim.scale(claim.null_value))
-    if p_holm < ALPHA:
+    if rejects:
         if side != claim.direction:
             return "contradicted"
         reaches = hi >= claim.published if claim.direction > 0 else lo <= claim.published
@@ -578,12 +619,17 @@ def _decided_by(assessment: Assessment) -> dict:
     return {"decided_by": f"decided by {names[0]}, p {names[1]:.2g}; {names[2]} p {names[3]:.2g}"}
 
 
-def decide(assessments: list[Assessment]) -> list[Assessment]:
+def decide(assessments: list[Assessment], looks: Mapping[str, Boundaries] | None = None) -> list[Assessment]:
     """Each assessment with its Holm-adjusted p (within its claim's family; checks are not tested as claims),
     its interval, power and seeds needed at the family's level ALPHA / m (m: the family's measured claims), and
     its verdict, in the order given. Holm rejects a claim whenever its raw p is below ALPHA / m, so an interval
     at that level is the one whose exclusion of a value the family's error rate covers, and the power there the
-    least the claim has under the correction its p actually gets."""
+    least the claim has under the correction its p actually gets.
+
+    ``looks``: the claims (by quantity) read at the planned look 2 of a two-look design (lib.decide): each is
+    decided by its raw p against the design's look-2 boundary, its interval at that nominal level, its power the
+    design's planned two-look power, and its verdict names the boundary."""
+    looks = looks or {}
     p_holm = [float("nan")] * len(assessments)
     decided = list(assessments)
     families: dict[str, list[int]] = {}
@@ -593,15 +639,21 @@ def decide(assessments: list[Assessment]) -> list[Assessment]:
     for members in families.values():
         level = ALPHA / len(members)
         for i, adjusted in zip(members, holm([assessments[i].p for i in members])):
-            p_holm[i] = adjusted
-            a = replace(assessments[i], level=level)
+            design = looks.get(assessments[i].claim.quantity)
+            here = level if design is None else design.level2
+            a = replace(assessments[i], level=here)
             if a.interval_at is not None:
-                a = replace(a, ci=a.interval_at(level))
+                a = replace(a, ci=a.interval_at(here))
             if a.power_at is not None:
-                power, needed = a.power_at(level)
+                power, needed = a.power_at(here)
                 a = replace(a, power=power, seeds_needed=needed)
+            if design is None:
+                p_holm[i] = adjusted
+            else:
+                a = replace(a, power=design.planned_power, notes={**a.notes, "look": design.text(2)})
             decided[i] = replace(a, notes={**a.notes, **_decided_by(a)})
-    return [replace(a, p_holm=ph, verdict=verdict(a, ph if math.isfinite(ph) else a.p))
+    return [replace(a, p_holm=ph, verdict=verdict(a, ph < ALPHA if math.isfinite(ph) else
+                                                  a.p < (a.level if a.claim.quantity in looks else ALPHA)))
             for a, ph in zip(decided, p_holm)]
 
 

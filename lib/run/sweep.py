@@ -95,11 +95,13 @@ def _run_cell(batched_fn: Callable, train_fn: Callable, cell: list, data_root: s
 
 
 def record_run(store: ResultsStore, train_fn: Callable, config, outcome: tuple, data_root: str | None,
-               batched: dict | None = None) -> dict:
-    """Write one run's record: its outcome (from :func:`run_one`), the command that re-runs it and,
-    for a run of a batched cell, ``extra.batched`` (the cell's size, and why it fell back if it did)."""
+               batched: dict | None = None, extra: dict | None = None) -> dict:
+    """Write one run's record: its outcome (from :func:`run_one`), the command that re-runs it, ``extra``
+    (e.g. the id of the extension plan it belongs to, ``{"plan": ...}``) and, for a run of a batched cell,
+    ``extra.batched`` (the cell's size, and why it fell back if it did)."""
     status, metrics, timings, error = outcome
-    provenance = {"train": train_function_name(train_fn), "rerun": rerun_command(train_fn, config, data_root)}
+    provenance = {**(extra or {}), "train": train_function_name(train_fn),
+                  "rerun": rerun_command(train_fn, config, data_root)}
     if batched is not None:
         provenance["batched"] = batched
     config = as_dict(config)
@@ -115,16 +117,17 @@ class RecordRun(submitit.helpers.Checkpointable):
     resubmits this same call, so the run is requeued and starts over.
     """
 
-    def __init__(self, store: ResultsStore, train_fn: Callable, data_root: str | None, device: str, threads: int):
+    def __init__(self, store: ResultsStore, train_fn: Callable, data_root: str | None, device: str, threads: int,
+                 extra: dict | None = None):
         self.store, self.train_fn, self.data_root = store, train_fn, data_root
-        self.device, self.threads = device, threads
+        self.device, self.threads, self.extra = device, threads, extra
 
     def __call__(self, config: dict) -> str:
         if self.store.is_finished(config):  # a requeued or duplicate task whose run was recorded meanwhile
             return "recorded"
         torch.set_num_threads(self.threads)
         outcome = run_one(self.train_fn, config, self.data_root, self.device)
-        record_run(self.store, self.train_fn, config, outcome, self.data_root)
+        record_run(self.store, self.train_fn, config, outcome, self.data_root, extra=self.extra)
         return outcome[0]
 
 
@@ -159,14 +162,15 @@ REFRESH_S = 1.0  # how often the sweep's process passes on its workers' progress
 
 def run_sweep(store: ResultsStore, configs: list[dict], train_fn: Callable, *, workers: int = 1,
               force: bool = False, data_root: str | None = None, progress: bool | None = None,
-              device: str = "cpu", batched_fn: Callable | None = None) -> list[dict]:
+              device: str = "cpu", batched_fn: Callable | None = None, extra: dict | None = None) -> list[dict]:
     """Run every config that has no finished record (all of them if ``force``); return all records.
 
     ``workers > 1`` runs configs in that many processes, with the machine's cores divided among
     them so that they do not fight over threads. With ``batched_fn`` (meant for a GPU ``device``) the
     seeds of each cell run as one batched model instead, in this process. Records are written by this
     process only. ``progress``: the bar over the runs (``lib.core.progress``; None: in a notebook or on a
-    terminal), which every run's steps move as they train, in this process or in a worker.
+    terminal), which every run's steps move as they train, in this process or in a worker. ``extra`` goes
+    into every record this sweep writes (``lib.decide``: the plan's id).
     """
     if not (isinstance(workers, int) and workers >= 1):
         raise ValueError(f"workers={workers!r} is not allowed: an integer >= 1")
@@ -176,7 +180,7 @@ def run_sweep(store: ResultsStore, configs: list[dict], train_fn: Callable, *, w
     sweep = Sweep(len(todo), f"{store.study} [{store.profile}]", enabled=progress, recorded=len(unique) - len(todo))
 
     def record(config, outcome, batched=None, key=None):
-        record_run(store, train_fn, config, outcome, data_root, batched)
+        record_run(store, train_fn, config, outcome, data_root, batched, extra)
         sweep.finished(key or store.run_id(config))
 
     if batched_fn is not None:

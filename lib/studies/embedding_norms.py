@@ -34,6 +34,7 @@ from lib.core.data import DATASETS, data_shape, imbalance_base, num_classes
 from lib.core.losses import SSL_LOSSES
 from lib.core.settings import setting
 from lib.core.stats import loglog_slope, rank_correlation
+from lib.core.verdicts import cell
 from lib.ssl.evaluation import INIT_PREFIX, ood_label
 from lib.ssl.simulations import LATENT_SIMULATIONS, LatentClassConfig, SphereConfig
 from lib.ssl.training import METHODS, SSLConfig, class_list, train_ssl
@@ -706,7 +707,8 @@ def paper_vs_reproduced(fit: dict, convergence: pd.DataFrame, latent: pd.DataFra
     for method, group in balanced_default.groupby("method"):
         claim = verdicts.Claim(f"(d) {method}: the norm as a confidence score: Spearman rho of norm and held-out kNN "
                                f"correctness, per seed{on}", "one_sample", SMALLEST_RHO, OURS_SIZE, FAMILY,
-                               published_text=f"positive (no size published; {SMALLEST_RHO} is ours)")
+                               published_text=f"positive (no size published; {SMALLEST_RHO} is ours)",
+                               cells=(cell(method=method, data="balanced", intervention="default"),))
         tested.append(one_seed(claim, seed_values(group, "norm_rho")))
     ood_runs = ok[ok.data == "seen_classes"]
     ordered = [near] + [label for label in ood_labels if label != near] if near in ood_labels else list(ood_labels)
@@ -719,7 +721,8 @@ def paper_vs_reproduced(fit: dict, convergence: pd.DataFrame, latent: pd.DataFra
             claim = verdicts.Claim(f"(d) {method}: the norm as an OOD score ({what}): AUROC trained - at "
                                    f"initialisation, per seed{on}", "one_sample", SMALLEST_AUROC_GAIN, OURS_SIZE,
                                    FAMILY, published_text=f"> 0: smaller norms for unseen data (no size published; "
-                                                          f"{SMALLEST_AUROC_GAIN} is ours)")
+                                                          f"{SMALLEST_AUROC_GAIN} is ours)",
+                                   cells=(cell(method=method, data="seen_classes"),))
             gain = group.assign(gain=group[f"auroc_{label}"] - group[init])
             tested.append(one_seed(claim, seed_values(gain, "gain")))
     if ood_runs.empty:
@@ -740,7 +743,9 @@ def paper_vs_reproduced(fit: dict, convergence: pd.DataFrame, latent: pd.DataFra
                 continue
             claim = verdicts.Claim(f"(c) {method} on {data} data: kNN accuracy with {intervention} - default "
                                    f"(points){on}", "mean_difference", published, "[summary]", FAMILY,
-                                   published_text=text)
+                                   published_text=text,
+                                   cells=(cell(method=method, data=data, intervention=intervention),
+                                          cell(method=method, data=data, intervention="default")))
             tested.append(one_seed(claim, {k: 100 * v for k, v in seed_values(runs_of, "knn_top1").items()},
                                    {k: 100 * v for k, v in default.items()}))
     tested.append(replace(verdicts.evaluate(verdicts.Claim(

@@ -1,0 +1,142 @@
+"""Two looks at one claim: a group-sequential design whose error rate stays at its level.
+
+The shipped seeds of a claim are look 1 (n₁ per arm); an extension planned before its runs adds seeds up to
+n₂ per arm, look 2. Testing again on all seeds after seeing look 1 is optional stopping unless both looks
+are read against boundaries that together spend the claim's level α once. We use Lan–DeMets spending with
+the O'Brien–Fleming shape,
+
+    α(t) = 2 − 2 Φ(z_{α/2} / √t),   t = n₁ / n₂ (the information look 1 holds),
+
+because look 1 has already been read once: O'Brien–Fleming keeps almost all of α for look 2 (at t = 1/2
+look 1 gets 0.0056 of 0.05 and look 2 a nominal 0.0478), where Pocock's shape would take the level of both
+looks down to about 0.03. Look 1's z boundary c₁ spends α(t); look 2's c₂ solves
+P(|Z₁| < c₁, |Z₂| < c₂) = 1 − α for (Z₁, Z₂) bivariate normal with correlation √t.
+
+Each look's nominal level 2 − 2Φ(c) is then applied to the claim's own small-sample test (Welch's t, the
+one-sample or paired t) on the seeds of that look. The normal approximation is not used for power: at 3 to 8
+seeds it overstates the power of the actual two-look t design by 6 to 11 points (docs/notes/sequential.md),
+so :func:`two_look_power` simulates the test itself and :func:`look_two_seeds` plans n₂ from it.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.optimize as _opt
+import scipy.stats as _st
+
+SPENDING = "O'Brien–Fleming (Lan–DeMets)"
+TESTS = ("one_sample", "paired", "welch")  # the paired t is the one-sample t on the per-seed differences
+SIMULATIONS = 20_000  # designs per power: its standard error is at most 0.35 points
+MAX_SEEDS = 64  # look_two_seeds looks no further (per arm)
+
+
+def obrien_fleming_spent(t: float, alpha: float) -> float:
+    """The two-sided α spent by information fraction ``t`` (Lan–DeMets, O'Brien–Fleming shape)."""
+    if not 0 < t <= 1:
+        raise ValueError(f"t={t!r}: the information fraction lies in (0, 1]")
+    return float(2 - 2 * _st.norm.cdf(_st.norm.isf(alpha / 2) / math.sqrt(t)))
+
+
+@dataclass(frozen=True)
+class Boundaries:
+    """The nominal two-sided levels at which each look's test rejects, for a claim at level ``alpha``."""
+
+    n1: int  # seeds per arm at look 1
+    n2: int  # seeds per arm at look 2, fixed before its runs
+    alpha: float  # the claim's two-sided level (its family's α / m)
+    level1: float  # look 1 rejects when p < level1
+    level2: float  # look 2 rejects when p < level2
+    planned_power: float = float("nan")  # the two-look power at the published value, simulated when planned
+
+    @property
+    def t(self) -> float:
+        return self.n1 / self.n2
+
+    def text(self, look: int) -> str:
+        level = self.level1 if look == 1 else self.level2
+        return (f"look {look} of 2 ({self.n1} → {self.n2} seeds per arm): p < {level:.2g}, "
+                f"{SPENDING} at α = {self.alpha:.2g}")
+
+    def as_dict(self) -> dict:
+        return {"n1": self.n1, "n2": self.n2, "alpha": self.alpha, "level1": self.level1, "level2": self.level2,
+                "planned_power": self.planned_power, "spending": SPENDING}
+
+
+def boundaries(n1: int, n2: int, alpha: float) -> Boundaries:
+    """The two looks' nominal levels for n₁ → n₂ seeds per arm at the claim's two-sided level ``alpha``."""
+    if not (isinstance(n1, int) and isinstance(n2, int) and 2 <= n1 < n2):
+        raise ValueError(f"n1={n1!r}, n2={n2!r}: seeds per arm with 2 <= n1 < n2")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha={alpha!r}: a level in (0, 1)")
+    t = n1 / n2
+    spent1 = obrien_fleming_spent(t, alpha)
+    c1 = _st.norm.isf(spent1 / 2)
+    rho = math.sqrt(t)
+    both = _st.multivariate_normal(mean=[0, 0], cov=[[1, rho], [rho, 1]])
+
+    def inside(c2):  # P(|Z1| < c1, |Z2| < c2), by inclusion-exclusion on the bivariate CDF
+        return (both.cdf([c1, c2]) - both.cdf([-c1, c2]) - both.cdf([c1, -c2]) + both.cdf([-c1, -c2]))
+    c2 = _opt.brentq(lambda c: inside(c) - (1 - alpha), 0.5, 12.0, xtol=1e-10)
+    return Boundaries(n1, n2, alpha, float(2 * _st.norm.sf(c1)), float(2 * _st.norm.sf(c2)))
+
+
+def _t_p(mean: np.ndarray, sd: np.ndarray, n: int) -> np.ndarray:
+    return 2 * _st.t.sf(np.abs(mean) / (sd / math.sqrt(n)), n - 1)
+
+
+def _welch_p(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    va, vb = a.var(axis=-1, ddof=1) / a.shape[-1], b.var(axis=-1, ddof=1) / b.shape[-1]
+    df = (va + vb) ** 2 / (va ** 2 / (a.shape[-1] - 1) + vb ** 2 / (b.shape[-1] - 1))
+    return 2 * _st.t.sf(np.abs(a.mean(axis=-1) - b.mean(axis=-1)) / np.sqrt(va + vb), df)
+
+
+def look_p_values(test: str, effect: float, design: Boundaries, *, simulations: int = SIMULATIONS,
+                  seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Simulated p-values at look 1 and look 2 of ``simulations`` designs whose true effect is ``effect`` SDs
+    (normal data), and the sign of each look-2 estimate; the data of look 1 are the first n₁ seeds of look 2."""
+    if test not in TESTS:
+        raise ValueError(f"test={test!r} is not allowed: one of {', '.join(TESTS)}")
+    rng = np.random.default_rng(seed)
+    n1, n2 = design.n1, design.n2
+    if test == "welch":
+        a = rng.standard_normal((simulations, n2)) + effect
+        b = rng.standard_normal((simulations, n2))
+        p1, p2 = _welch_p(a[:, :n1], b[:, :n1]), _welch_p(a, b)
+        sign = np.sign(a.mean(axis=1) - b.mean(axis=1))
+    else:  # one sample; for "paired", the per-seed differences with their own SD
+        x = rng.standard_normal((simulations, n2)) + effect
+        p1 = _t_p(x[:, :n1].mean(axis=1), x[:, :n1].std(axis=1, ddof=1), n1)
+        p2 = _t_p(x.mean(axis=1), x.std(axis=1, ddof=1), n2)
+        sign = np.sign(x.mean(axis=1))
+    return p1, p2, sign
+
+
+def rejection_rate(test: str, effect: float, design: Boundaries, *, simulations: int = SIMULATIONS,
+                   seed: int = 0, direction: int | None = None) -> float:
+    """The share of simulated designs that reject at either look (``direction``: only rejections whose
+    look-2 estimate lies on that side, the power to reproduce a published sign)."""
+    p1, p2, sign = look_p_values(test, effect, design, simulations=simulations, seed=seed)
+    rejects = (p1 < design.level1) | (p2 < design.level2)
+    if direction is not None:
+        rejects &= sign == direction
+    return float(rejects.mean())
+
+
+def two_look_power(test: str, effect: float, design: Boundaries, *, simulations: int = SIMULATIONS,
+                   seed: int = 0) -> float:
+    """Power of the two-look design at a true effect of ``effect`` SDs, in the effect's direction."""
+    return rejection_rate(test, abs(effect), design, simulations=simulations, seed=seed, direction=1)
+
+
+def look_two_seeds(test: str, effect: float, n1: int, alpha: float, *, target: float = 0.8,
+                   max_seeds: int = MAX_SEEDS, seed: int = 0) -> tuple[int | None, float]:
+    """The fewest seeds per arm at look 2 (more than ``n1``) whose two-look power at ``effect`` SDs reaches
+    ``target``, and that power; (None, power at ``max_seeds``) when even that falls short."""
+    power = float("nan")
+    for n2 in range(n1 + 1, max_seeds + 1):
+        power = two_look_power(test, effect, boundaries(n1, n2, alpha), seed=seed)
+        if power >= target:
+            return n2, power
+    return None, power
