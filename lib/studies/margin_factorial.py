@@ -134,6 +134,43 @@ def plan(s: dict) -> list[CFFConfig]:
     return configs
 
 
+# The regime search (python -m lib.regime): one change at a time from the profile's clamp arm, each a setting that
+# plausibly raises layer-0 CAR at the final epoch, one seed each, at the profile's own length (CAR falls as training
+# goes on: 44% after the first epoch to 32% after 8 at cpu, so a shorter run would overstate it). A larger margin
+# keeps more pairs under the clamp (the dose arm, m0 = 0.2, ends at 14%); a wider embedding, a smaller batch or a
+# lower learning rate slow how fast positive pairs clear it. The paper's own setting is m0 = 0.4, embed_dim 128.
+REGIME_SEARCH = ({"m0": 0.6}, {"m0": 0.8}, {"embed_dim": 128}, {"batch_size": 256}, {"lr": 0.002})
+
+
+def regime_search_configs(s: dict) -> list[CFFConfig]:
+    """The regime search's runs: the clamp arm of the factorial's first stabiliser at seed 0, with each change of
+    :data:`REGIME_SEARCH` (the m0 of a change replaces the factorial's)."""
+    return [_config(s, margin_mode="clamp", stabilizer=s["stabilizers"][0], seed=0, **{"m0": s["m0"], **change})
+            for change in REGIME_SEARCH]
+
+
+def regime_table(records: list[dict], shipped: pd.DataFrame, s: dict) -> pd.DataFrame:
+    """One row per setting: the shipped clamp arm first (its seeds' mean), then each search run: what changed,
+    the clamp arm's layer-0 CAR at the final epoch (%), top-1 (%), the run's wall seconds, and whether the CAR
+    reaches the paper's regime (:data:`lib.studies.common.CAR_REGIME`)."""
+    bound = common.CAR_REGIME.bound
+    base = main_runs(shipped, s) if len(shipped) else pd.DataFrame(columns=["margin_mode", "m0", "car_layer0_final",
+                                                                            "top1"])
+    base = base[(base.margin_mode == "clamp") & (base.m0 == s["m0"])]
+    rows = [dict(setting=f"shipped: m0 = {s['m0']:g}, embed_dim {s['embed_dim']}, batch {s['batch_size']}, "
+                         f"lr {s['lr']:g} ({len(base)} seeds)",
+                 car_layer0_final=100 * base.car_layer0_final.mean(), top1=100 * base.top1.mean(),
+                 wall_s=float("nan"))]
+    for record in records:
+        c, m = record["config"], record["metrics"]
+        changed = ", ".join(f"{k} = {c[k]:g}" for k in sorted({k for change in REGIME_SEARCH for k in change})
+                            if c[k] != s[k])
+        rows.append(dict(setting=changed or "as shipped", car_layer0_final=100 * m.get("car_layer0_final", np.nan),
+                         top1=100 * m.get("top1", np.nan), wall_s=record["timings"].get("wall_s", np.nan)))
+    table = pd.DataFrame(rows).drop_duplicates("setting")
+    return table.assign(in_regime=table.car_layer0_final >= bound)
+
+
 def runs_frame(records: list[dict]) -> pd.DataFrame:
     """One row per run: the factors (``layers``/``epochs`` set the trajectory runs apart) and the scalar
     metrics the analysis needs."""

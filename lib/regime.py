@@ -1,0 +1,60 @@
+"""The regime search of the CFF studies: can a setting we can afford bring the clamp arm into the paper's regime?
+
+    python -m lib.regime --profile cpu --data-root ../shared/data        # run what is missing, write the table
+    python -m lib.regime --profile cpu --dry-run                         # the runs, and which are recorded
+
+The CFF papers say clamping inflates the seed-to-seed variance where layer-0 CAR is at least 50% [summary]; at
+cpu our clamp arm ends at 32%, so studies 1-3's variance-inflation claims are *not in the paper's regime* and
+``lib.decide`` does not spend seeds on them. This command trains study 1's clamp arm once per change of
+``margin_factorial.REGIME_SEARCH`` (one seed each, at the profile's length), records the runs like any run
+(``results/runs/01_margin_factorial/<profile>/regime_search/``) and writes
+``results/tables/01_margin_factorial_<profile>_regime_search.csv``: the CAR each setting reached, its cost, and
+whether it reaches 50%. The report shows the table. A setting that reaches the regime on one seed is a
+candidate for a variant of study 1, not a verdict.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from lib.core.params import PROFILE_NAMES
+from lib.notebook import open_store, resolve_command
+from lib.run.results import FINISHED_STATUSES
+from lib.run.sweep import run_sweep
+from lib.studies import find_study
+
+PART = "regime_search"  # the store part and the table's name
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--profile", default="cpu", choices=PROFILE_NAMES)
+    parser.add_argument("--data-root", help="folder of <name>.npz arrays (else $DATA_ROOT, then torchvision's cache)")
+    parser.add_argument("--results-dir", default="results", help="relative to the project root")
+    parser.add_argument("--workers", type=int, default=2, help="processes")
+    parser.add_argument("--dry-run", action="store_true", help="list the runs and exit")
+    args = parser.parse_args(argv)
+    data_root = str(Path(args.data_root).resolve()) if args.data_root else None
+    study = find_study("01")
+    settings, _ = resolve_command(study, profile=args.profile, parameters={}, data_root=data_root,
+                                  results_dir=args.results_dir)
+    configs = study.module.regime_search_configs(settings)
+    store, _ = open_store(study, settings, configs, args.results_dir, None, PART)
+    missing = [c for c in configs if not store.is_finished(c)]
+    print(f"regime search [{args.profile}]: {len(configs)} runs, {len(missing)} to run", flush=True)
+    if args.dry_run:
+        return 0
+    records = run_sweep(store, configs, study.train_fn, workers=args.workers, data_root=data_root, progress=True)
+    shipped, _ = open_store(study, settings, [], args.results_dir, None)
+    finished = [r for r in shipped.records() if r["status"] in FINISHED_STATUSES]
+    table = study.module.regime_table([r for r in records if r["status"] in FINISHED_STATUSES],
+                                      study.module.runs_frame(finished), settings)
+    path = shipped.write_frame(PART, table)
+    print(table.to_string(index=False))
+    print(f"table: {path}")
+    return 0 if all(r["status"] in FINISHED_STATUSES for r in records) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
