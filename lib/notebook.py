@@ -39,6 +39,7 @@ from lib.core.data import DATASETS, load_datasets
 from lib.core.progress import INJECTED_CELL
 from lib.core.settings import check_variant
 from lib.render import HEADER
+from lib.run import plans
 from lib.run.results import ResultsStore, atomic_write_text, config_json, variant_root
 from lib.run.sweep import run_sweep
 from lib.studies import Study, find_study
@@ -274,6 +275,14 @@ class Setup:
             display(failed[["run_id", "status", *show]])
         return records, runs
 
+
+    def two_looks(self, table_of: Callable[[pd.DataFrame, dict], pd.DataFrame], records: list[dict]) -> pd.DataFrame:
+        """The study's verdict table over its shipped runs (``records``) and, for the canonical results, the runs of
+        its extension plans (``lib.decide``): each planned claim whose look 2 has finished is read there against its
+        boundary (:func:`lib.run.plans.two_looks`). ``table_of(runs, looks)``: the study's verdict table."""
+        ext = plans.extension(self.store) if self.variant is None else plans.Extension()
+        runs = self.study.module.runs_frame(records + ext.records)
+        return plans.two_looks(table_of, runs, ext)
 
     def show_rerun(self, records: list[dict]) -> None:
         """The command that re-runs the first of ``records``, under a line saying where every record keeps its own."""

@@ -51,6 +51,7 @@ from lib.core.verdicts import COLOURS, css_class
 from lib.coverage import coverage, experiment, write_readme_block
 from lib.notebook import VARIANT_NOTE
 from lib.render import stamp
+from lib.run.plans import load_plans
 from lib.run.results import VARIANTS_DIR, ResultsStore, atomic_write_text
 from lib.studies import STUDIES
 
@@ -449,14 +450,14 @@ def to_decide(results: Path, shown_by_study: dict[str, tuple[str, list[str]]]) -
     """The experiments that would decide the inconclusive claims of the summary: per claim the seeds per arm
     for 80% power at the published value, the command at the scale of the verdict (its new runs and their
     cost from the measured time per run of that plan) and at the paper's."""
-    rows = []
+    rows, planned = [], planned_rows(results)
     for study, (shown, _) in shown_by_study.items():
         frame = verdicts(results, study, shown)
         if not engine_written(frame):
             continue
         for _, row in frame[frame.css == "inconclusive"].iterrows():
-            if row.seeds_needed in ("", "–"):
-                continue
+            if row.seeds_needed in ("", "–") or (shown, study, row.quantity) in planned:
+                continue  # a planned claim is in the extensions' ledger
             parameters = {name: int(row.seeds_needed) for name in row.seeds_parameters.split(",")}
             options = " ".join(f"-p {html.escape(name)} {row.seeds_needed}" for name in parameters)
             cells = []
@@ -477,14 +478,88 @@ def to_decide(results: Path, shown_by_study: dict[str, tuple[str, list[str]]]) -
                         f"<td>{cells[-1] if len(cells) > 1 else 'the same'}</td></tr>")
     if not rows:
         return ""
-    return ('<h2 id="to-decide">What it would take</h2><p class="meta">Each inconclusive claim above, and the '
-            "experiment that would decide it: the seeds per arm for 80% power at the paper's value (α = 0.05 "
+    profiles = sorted({shown for shown, _ in shown_by_study.values()}, key=PROFILE_ORDER.index)
+    commands = ", ".join(f"<code>{DECIDE_COMMAND.format(profile=p)}</code>" for p in profiles)
+    return ('<h2 id="to-decide">What it would take</h2><p class="meta">Each inconclusive claim above that no '
+            f"extension plan holds yet. {commands} plans, within a budget of wall hours, the two-look extension "
+            "that decides the most of them (central claims first) and says for each other claim why not; without "
+            "<code>--dry-run</code> it records the plan and runs it. Below, per claim, a one-look experiment: "
+            "the seeds per arm for 80% power at the paper's value (α = 0.05 "
             "two-sided, divided by the number of claims Holm corrects together; the power functions are in "
             "<code>lib/core/verdicts.py</code>), the command at the scale of the "
             "verdict and at the paper's (add <code>--backend slurm</code> on a cluster). Run-hours count one run at "
             "a time; divide by the runs in parallel.</p><div class=\"scroll\"><table class=\"decide\"><tr>"
             "<th>study</th><th>claim</th><th>power now</th><th>seeds per arm for 80%</th><th>at this scale</th>"
             "<th>at the paper's scale</th></tr>" + "".join(rows) + "</table></div>")
+
+
+DECIDE_COMMAND = "python -m lib.decide --profile {profile} --budget 8 --dry-run"
+
+
+def planned_rows(results: Path) -> dict[tuple[str, str, str], tuple[dict, dict]]:
+    """Every claim an extension plan extends: (profile, study, quantity) -> (the plan, the claim's part of it)."""
+    planned = {}
+    for profile in PROFILE_ORDER:
+        for plan in load_plans(results, profile):
+            for study, part in plan["studies"].items():
+                for claim in part["claims"]:
+                    planned[(profile, study, claim["quantity"])] = (plan, claim)
+    return planned
+
+
+def ledger(results: Path) -> str:
+    """The extensions' ledger: per planned claim, the seeds of each look, the boundaries, the verdict the plan
+    found at look 1 and the verdict now, and at which look it stands (the table's ``look`` column)."""
+    rows = []
+    for (profile, study, quantity), (_plan, claim) in planned_rows(results).items():
+        frame = verdicts(results, study, profile)
+        now = frame[frame.quantity == quantity] if frame is not None else pd.DataFrame()
+        verdict, look = (now.iloc[0].verdict, now.iloc[0].get("look", "")) if len(now) else ("not in the table", "")
+        css = verdict_kind(verdict) or ""
+        rows.append(f"<tr><td>{html.escape(title(study))} · {profile}</td><td>{html.escape(quantity)}</td>"
+                    f"<td>{claim['n1']} → {claim['n2']}</td><td>p &lt; {claim['level1']:.2g}; p &lt; "
+                    f"{claim['level2']:.2g} (α = {claim['alpha']:.2g})</td><td>{claim['planned_power']:.0%}</td>"
+                    f"<td>{html.escape(claim['look1']['verdict'])}</td>"
+                    f'<td class="{css}">{html.escape(verdict)}</td><td>{html.escape(str(look))}</td></tr>')
+    if not rows:
+        return ""
+    return ('<h2 id="extensions">Extensions: two looks</h2><p class="meta">Claims that <code>python -m lib.decide'
+            "</code> extended with seeds planned before their runs. The shipped seeds are look 1, the extension look "
+            "2; each look has its boundary (O'Brien–Fleming spending via Lan–DeMets, at the claim's level α/m), so "
+            "that looking twice keeps the claim's error rate at α/m. A claim is read at look 2 only when all its "
+            "planned runs have finished, and on those seeds alone; until then it is read at look 1 against look 1's "
+            "boundary. The seeds of look 2 give 80% power at the published value (simulated with the claim's own "
+            "test); a claim has two looks and no more. Plans and their designs: <code>results/plans/</code>.</p>"
+            '<div class="scroll"><table class="decide"><tr><th>study</th><th>claim</th><th>seeds per arm, look 1 → 2'
+            "</th><th>boundaries, look 1; look 2</th><th>planned power</th><th>verdict at look 1 (shipped)</th>"
+            "<th>verdict now</th><th>look</th></tr>" + "".join(rows) + "</table></div>")
+
+
+def regime_search(results: Path) -> str:
+    """The CFF regime search's table (``python -m lib.regime``), per profile that has one."""
+    parts = []
+    for profile in PROFILE_ORDER:
+        path = results / "tables" / f"01_margin_factorial_{profile}_regime_search.csv"
+        if not path.exists():
+            continue
+        table = pd.read_csv(path)
+        reached = table[table.in_regime & ~table.setting.str.startswith("shipped")]
+        rows = "".join(f"<tr><td>{html.escape(str(r.setting))}</td><td>{r.car_layer0_final:.1f}</td>"
+                       f"<td>{r.top1:.1f}</td><td>{'–' if pd.isna(r.wall_s) else f'{r.wall_s:.0f}'}</td>"
+                       f"<td>{'yes' if r.in_regime else 'no'}</td></tr>" for r in table.itertuples())
+        found = (f"{len(reached)} setting(s) reach 50% on one seed: a candidate for a variant of study 1, not yet a "
+                 "verdict" if len(reached) else "no setting reaches 50%: the variance-inflation claims of studies "
+                 "1–3 stay <i>not in the paper's regime</i> at this scale, and lib.decide spends no seeds on them")
+        parts.append(f"<h3>{profile}</h3><p class=\"meta\">{found}.</p><div class=\"scroll\"><table class=\"decide\">"
+                     "<tr><th>setting (one change from the shipped clamp arm)</th><th>layer-0 CAR, final epoch (%)</th>"
+                     "<th>top-1 (%)</th><th>wall s (two runs at a time)</th><th>CAR ≥ 50%?</th></tr>"
+                     + rows + "</table></div>")
+    if not parts:
+        return ""
+    return ('<h2 id="regime-search">Regime search (studies 1–3)</h2><p class="meta">The CFF papers say clamping '
+            "inflates the variance where the clamp arm's layer-0 CAR is at least 50% [summary]. Before spending "
+            "seeds, <code>python -m lib.regime</code> trains the clamp arm once per setting that plausibly raises "
+            "the CAR, at the profile's own length (the CAR falls as training goes on).</p>" + "".join(parts))
 
 
 def verdict_table(frame: pd.DataFrame | None) -> str:
@@ -579,6 +654,8 @@ secondary summaries, [ours] our decision) are in
 <a href="{href(STUDY_SPEC, page_dir)}">docs/studies.md</a>. Your own variants (runs with other parameters)
 are never listed here: <code>{VARIANTS_DIR}/index.html</code> beside this page lists them, unversioned.</p>
 {to_decide(results, shown) if found else ""}
+{ledger(results)}
+{regime_search(results)}
 {body}
 </body></html>
 """

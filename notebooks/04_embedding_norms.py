@@ -437,10 +437,13 @@ plt.show()
 # against our smallest effect of interest, as the paper column says. Each intervention is its own claim against the
 # default's seeds. (a) is a simulation of the paper's theorem: a check, never counted as a reproduction. Rows
 # measured on a stand-in say so. Profiles below `paper` train a narrow network for a few epochs: a verdict there is
-# a statement about this scale, not about the paper.
+# a statement about this scale, not about the paper. A claim that `python -m lib.decide` extended is read a second
+# time on its planned seeds, against its O'Brien–Fleming boundary, once all its runs have finished; the `look`
+# column says at which look each row was decided (`docs/verdicts.md`).
 
 # %% tags=["findings"]
-comparison = study.paper_vs_reproduced(fit, convergence, latent, runs, ood_labels, near_label, stand_in)
+comparison = nb.two_looks(lambda runs, looks: study.paper_vs_reproduced(fit, convergence, latent, runs, ood_labels,
+                                                                       near_label, stand_in, looks=looks), records)
 store.write_frame("paper_vs_reproduced", comparison)
 display(comparison)
 

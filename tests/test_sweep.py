@@ -221,3 +221,14 @@ def test_a_function_that_is_not_a_training_function_is_refused_saying_why():
         build(untyped, {})
     with pytest.raises(TypeError, match="annotated <class 'dict'>, not a Config dataclass"):
         build(not_a_config, {})
+
+
+def test_a_sweeps_extra_goes_into_every_record_it_writes(tmp_path):
+    """lib.decide's runs carry their plan's id; the provenance keys stay the sweep's own."""
+    configs = [CFFConfig(seed=s, **TINY_CFF) for s in range(2)]
+    records = run_sweep(ResultsStore(tmp_path, "t", "smoke"), configs, train_cff, progress=False,
+                        extra={"plan": "0123456789abcdef"})
+    assert [r["extra"]["plan"] for r in records] == ["0123456789abcdef"] * 2
+    assert all(r["extra"]["train"] == "lib.cff.training.train_cff" for r in records)
+    reread = ResultsStore(tmp_path, "t", "smoke").load(records[0]["run_id"])
+    assert reread["extra"]["plan"] == "0123456789abcdef"

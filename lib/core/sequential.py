@@ -64,6 +64,21 @@ class Boundaries:
                 "planned_power": self.planned_power, "spending": SPENDING}
 
 
+@dataclass(frozen=True)
+class Look:
+    """One look of a two-look design: the claim is decided there when its p falls below ``level``."""
+
+    design: Boundaries
+    number: int  # 1 or 2
+
+    @property
+    def level(self) -> float:
+        return self.design.level1 if self.number == 1 else self.design.level2
+
+    def text(self) -> str:
+        return self.design.text(self.number)
+
+
 def boundaries(n1: int, n2: int, alpha: float) -> Boundaries:
     """The two looks' nominal levels for n₁ → n₂ seeds per arm at the claim's two-sided level ``alpha``."""
     if not (isinstance(n1, int) and isinstance(n2, int) and 2 <= n1 < n2):
@@ -133,10 +148,16 @@ def two_look_power(test: str, effect: float, design: Boundaries, *, simulations:
 def look_two_seeds(test: str, effect: float, n1: int, alpha: float, *, target: float = 0.8,
                    max_seeds: int = MAX_SEEDS, seed: int = 0) -> tuple[int | None, float]:
     """The fewest seeds per arm at look 2 (more than ``n1``) whose two-look power at ``effect`` SDs reaches
-    ``target``, and that power; (None, power at ``max_seeds``) when even that falls short."""
-    power = float("nan")
-    for n2 in range(n1 + 1, max_seeds + 1):
-        power = two_look_power(test, effect, boundaries(n1, n2, alpha), seed=seed)
-        if power >= target:
-            return n2, power
-    return None, power
+    ``target``, and that power; (None, power at ``max_seeds``) when even that falls short. Power grows with n₂,
+    so the search halves the range each time (every simulation uses the same ``seed``)."""
+    def power(n2):
+        return two_look_power(test, effect, boundaries(n1, n2, alpha), seed=seed)
+    top = power(max_seeds)
+    if top < target:
+        return None, top
+    lo, hi, at_hi = n1, max_seeds, top  # power(lo) < target (or lo = n1), power(hi) >= target
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        at_mid = power(mid)
+        lo, hi, at_hi = (lo, mid, at_mid) if at_mid >= target else (mid, hi, at_hi)
+    return hi, at_hi

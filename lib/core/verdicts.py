@@ -44,7 +44,7 @@ from scipy import stats as _st
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestIndPower, TTestPower
 
-from lib.core.sequential import Boundaries
+from lib.core.sequential import Look
 from lib.core.stats import (
     brown_forsythe_p,
     log_chi2_sum_reference,
@@ -184,7 +184,9 @@ class Assessment:
         if self.verdict == "inconclusive":
             if self.n and min(self.n) < MIN_SEEDS:
                 reasons.append(f"{min(self.n)} seeds in an arm: fewer than {MIN_SEEDS} decide nothing")
-            if math.isfinite(self.power):
+            if "look" in self.notes:  # a two-look design: its power and seeds were planned, the look says them
+                reasons.append(f"planned power {self.power:.0%}")
+            elif math.isfinite(self.power):
                 floor = (f" at an SD of at least {self.notes['sd_floor']:.3g}, the study's pooled spread"
                          if "sd_floor" in self.notes else "")
                 reasons.append(f"power {self.power:.0%}{floor}" + (f"; {self.seeds_needed} seeds per arm for 80%"
@@ -619,16 +621,16 @@ def _decided_by(assessment: Assessment) -> dict:
     return {"decided_by": f"decided by {names[0]}, p {names[1]:.2g}; {names[2]} p {names[3]:.2g}"}
 
 
-def decide(assessments: list[Assessment], looks: Mapping[str, Boundaries] | None = None) -> list[Assessment]:
+def decide(assessments: list[Assessment], looks: Mapping[str, Look] | None = None) -> list[Assessment]:
     """Each assessment with its Holm-adjusted p (within its claim's family; checks are not tested as claims),
     its interval, power and seeds needed at the family's level ALPHA / m (m: the family's measured claims), and
     its verdict, in the order given. Holm rejects a claim whenever its raw p is below ALPHA / m, so an interval
     at that level is the one whose exclusion of a value the family's error rate covers, and the power there the
     least the claim has under the correction its p actually gets.
 
-    ``looks``: the claims (by quantity) read at the planned look 2 of a two-look design (lib.decide): each is
-    decided by its raw p against the design's look-2 boundary, its interval at that nominal level, its power the
-    design's planned two-look power, and its verdict names the boundary."""
+    ``looks``: the claims (by quantity) of a two-look design (lib.decide) and the look they are read at: each is
+    decided by its raw p against that look's boundary, its interval at that nominal level, its power the design's
+    planned two-look power, and its verdict names the boundary."""
     looks = looks or {}
     p_holm = [float("nan")] * len(assessments)
     decided = list(assessments)
@@ -639,18 +641,19 @@ def decide(assessments: list[Assessment], looks: Mapping[str, Boundaries] | None
     for members in families.values():
         level = ALPHA / len(members)
         for i, adjusted in zip(members, holm([assessments[i].p for i in members])):
-            design = looks.get(assessments[i].claim.quantity)
-            here = level if design is None else design.level2
+            look = looks.get(assessments[i].claim.quantity)
+            here = level if look is None else look.level
             a = replace(assessments[i], level=here)
             if a.interval_at is not None:
                 a = replace(a, ci=a.interval_at(here))
             if a.power_at is not None:
                 power, needed = a.power_at(here)
                 a = replace(a, power=power, seeds_needed=needed)
-            if design is None:
+            if look is None:
                 p_holm[i] = adjusted
             else:
-                a = replace(a, power=design.planned_power, notes={**a.notes, "look": design.text(2)})
+                a = replace(a, power=look.design.planned_power, seeds_needed=look.design.n2,
+                            notes={**a.notes, "look": look.text()})
             decided[i] = replace(a, notes={**a.notes, **_decided_by(a)})
     return [replace(a, p_holm=ph, verdict=verdict(a, ph < ALPHA if math.isfinite(ph) else
                                                   a.p < (a.level if a.claim.quantity in looks else ALPHA)))

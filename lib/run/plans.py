@@ -9,15 +9,21 @@ The plan id is the hash of that design, so the same design always has the same i
 commit, versions and time it was written at, like a run's record. The runs of a plan are recorded in the
 study's own runs folder with ``extra.plan`` = the plan id.
 
-A study's look 2 is read only when every run the plan gives it has a finished record: a look read on part
-of its seeds would be a third look that no boundary accounts for.
+A claim's look 2 is read only when every run the plan gives its arms has a finished record, and then on its
+planned seeds alone (:func:`two_looks`): a look read on part of its seeds, or on more, would be a look that no
+boundary accounts for.
 """
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
+import pandas as pd
+
+from lib.core.sequential import Boundaries, Look
 from lib.run.results import (
     FINISHED_STATUSES,
     ResultsStore,
@@ -55,16 +61,89 @@ def load_plans(results: os.PathLike | str, profile: str) -> list[dict]:
     return sorted(plans, key=lambda plan: plan["written_at"])
 
 
-def study_extension(plans: list[dict], study: str) -> tuple[dict, dict] | None:
-    """The plan that extends ``study`` and its part of it (claims, runs), or None. A claim is extended by at
-    most one plan (``lib.decide`` never plans a claim twice); a study's claims may come from several plans,
-    of which the newest is returned here with the claims of all of them."""
-    parts = [(plan, plan["studies"][study]) for plan in plans if study in plan["studies"]]
-    if not parts:
-        return None
-    claims = [claim for _, part in parts for claim in part["claims"]]
-    runs = [run for _, part in parts for run in part["runs"]]
-    return parts[-1][0], {"claims": claims, "runs": runs}
+@dataclass(frozen=True)
+class PlannedClaim:
+    """A claim a plan extends, and how far its look 2 has run."""
+
+    quantity: str
+    plan_id: str
+    design: Boundaries
+    runs: tuple[str, ...]  # the run ids look 2 adds to its arms
+    finished: int  # how many of them have a finished record
+    look1: dict  # its verdict and p at look 1, as the plan found them
+
+    @property
+    def complete(self) -> bool:
+        return self.finished == len(self.runs)
+
+    def look_text(self) -> str:
+        if self.complete:
+            return f"2 of 2 (plan {self.plan_id})"
+        return (f"1 of 2 (look 2: {self.design.n1} → {self.design.n2} seeds per arm, {self.finished} of "
+                f"{len(self.runs)} runs; plan {self.plan_id})")
+
+
+@dataclass
+class Extension:
+    """A study's extension in one profile: its finished records and its planned claims."""
+
+    records: list[dict] = field(default_factory=list)
+    claims: list[PlannedClaim] = field(default_factory=list)
+
+    @property
+    def run_ids(self) -> set[str]:
+        return {run_id for claim in self.claims for run_id in claim.runs}
+
+
+def extension(store: ResultsStore) -> Extension:
+    """The extension plans of the store's study and profile (the store's results folder), with the records of
+    their runs that have finished."""
+    out = Extension()
+    seen = set()
+    for plan in load_plans(store.root, store.profile):
+        part = plan["studies"].get(store.study)
+        if part is None:
+            continue
+        done, _ = finished_runs(store, part)
+        finished = {r["run_id"] for r in done}
+        out.records += [r for r in done if r["run_id"] not in seen]
+        seen |= finished
+        for claim in part["claims"]:
+            design = Boundaries(claim["n1"], claim["n2"], claim["alpha"], claim["level1"], claim["level2"],
+                                claim["planned_power"])
+            out.claims.append(PlannedClaim(claim["quantity"], plan["plan_id"], design, tuple(claim["runs"]),
+                                           sum(run_id in finished for run_id in claim["runs"]), claim["look1"]))
+    return out
+
+
+def two_looks(table_of: Callable[[pd.DataFrame, dict], pd.DataFrame], runs: pd.DataFrame,
+              ext: Extension) -> pd.DataFrame:
+    """A study's verdict table over two looks. ``runs``: its runs frame over the shipped records and the
+    extension's finished ones (a ``run_id`` column); ``table_of(runs, looks)``: its verdict table on those runs,
+    the claims in ``looks`` (quantity -> Boundaries) read at look 2.
+
+    Every claim is read on the shipped runs: a planned claim whose look 2 is still running at its look-1
+    boundary (under the design, a p between that boundary and the family's α/m decides nothing yet), every
+    other claim as a one-look test. Each planned claim whose look-2 runs have all finished is read again on the
+    shipped runs and its own look-2 runs (seeds up to its planned n₂, no more) against its look-2 boundary, and
+    that row replaces its look-1 row. The ``look`` column says at which look a row was read."""
+    shipped = runs[~runs.run_id.isin(ext.run_ids)]
+    table = table_of(shipped, {c.quantity: Look(c.design, 1) for c in ext.claims if not c.complete})
+    table["look"] = ["1" if kind == "claim" else "–" for kind in table.kind]
+    complete = [c for c in ext.claims if c.complete]
+    for n2 in sorted({c.design.n2 for c in complete}):
+        group = [c for c in complete if c.design.n2 == n2]
+        ids = {run_id for c in group for run_id in c.runs}
+        second = table_of(runs[runs.run_id.isin(set(shipped.run_id) | ids)],
+                          {c.quantity: Look(c.design, 2) for c in group})
+        for c in group:
+            row = second[second.quantity == c.quantity]
+            where = table.index[table.quantity == c.quantity]
+            if len(row) == 1 and len(where) == 1:
+                table.loc[where[0], row.columns] = row.iloc[0].values
+    for c in ext.claims:
+        table.loc[table.quantity == c.quantity, "look"] = c.look_text()
+    return table
 
 
 def finished_runs(store: ResultsStore, part: dict) -> tuple[list[dict], list[dict]]:

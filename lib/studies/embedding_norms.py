@@ -679,13 +679,15 @@ def latent_rhos(latent: pd.DataFrame) -> dict[int, float]:
 
 
 def paper_vs_reproduced(fit: dict, convergence: pd.DataFrame, latent: pd.DataFrame, runs: pd.DataFrame,
-                        ood_labels: list[str], near: str | None, stand_in: str | None) -> pd.DataFrame:
+                        ood_labels: list[str], near: str | None, stand_in: str | None,
+                        looks: dict | None = None) -> pd.DataFrame:
     """Every published claim through the verdict engine (lib.core.verdicts), with seeds as the unit, Holm-corrected as
     one family: (d) the norm as a confidence score (per-seed Spearman rho of norm and correctness) and as an OOD
     score (per-seed AUROC gain of training over initialisation: an ordering already there at initialisation is
     not learned), (c) each intervention's kNN gain over the default (difference of seed means), (b) the latent
     simulation's rarer-classes-smaller-norms (per-seed rho); then our checks: (a)'s log-log slope and the norm
     that never shrinks are simulations of the paper's theorem, and the latent simulation's binomial count.
+    ``looks``: the claims read at a planned look 2 (lib.run.plans.two_looks).
 
     The paper gives no size for (b) and (d): their rows test against our smallest effect of interest
     (:data:`SMALLEST_RHO`, :data:`SMALLEST_AUROC_GAIN`), as the paper column says. Image rows measured on a
@@ -756,7 +758,7 @@ def paper_vs_reproduced(fit: dict, convergence: pd.DataFrame, latent: pd.DataFra
             "(b) rarer latent classes end with smaller norms: Spearman rho of class frequency and final norm, per "
             "seed of the authors' simulation", "one_sample", SMALLEST_RHO, "[code] claim, [ours] size", FAMILY,
             published_text=f"rarer -> smaller norm (no size published; {SMALLEST_RHO} is ours)"), latent_rhos(latent)))
-    rows = verdicts.decide(tested)
+    rows = verdicts.decide(tested, looks)
     slope = fit["slope"]
     rows.append(verdicts.check(
         "(a) convergence slows as rho^2: log-log slope of steps against the starting norm (a simulation of the "

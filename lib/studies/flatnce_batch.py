@@ -409,7 +409,7 @@ def pooled_cell_sd(runs: pd.DataFrame, metric: str = "probe_top1") -> float | No
     return math.sqrt(squares / df) if df else None
 
 
-def paper_vs_reproduced(out: dict, s: dict, identity_error: float) -> pd.DataFrame:
+def paper_vs_reproduced(out: dict, s: dict, identity_error: float, looks: dict | None = None) -> pd.DataFrame:
     """Every published claim through the verdict engine (lib.core.verdicts), seeds as the unit, Holm-corrected as one
     family, per learning-rate rule (the quantity starts with the arm's name, :data:`ARM_LABELS`): FlatNCE -
     InfoNCE on the linear probe averaged over the batch sizes (the central claim, FLAT's arm first) and at each
@@ -417,7 +417,8 @@ def paper_vs_reproduced(out: dict, s: dict, identity_error: float) -> pd.DataFra
     batch - gain at the largest); ImageNet and transfer, not run, are not measured. Then our checks: the
     gradient identity (float64) and the gradient-scale factor at the end of training (where InfoNCE ended
     against its ceiling log(2N - 1)). The paper gives no CIFAR-10 gain: the claims test against our smallest
-    gain that matters, :data:`SMALLEST_GAIN`. The seed-level observations come from ``out["runs"]``."""
+    gain that matters, :data:`SMALLEST_GAIN`. The seed-level observations come from ``out["runs"]``. ``looks``: the
+    claims read at a planned look 2 (lib.run.plans.two_looks)."""
     runs = out["runs"]
     stand_in = f" (on {s['dataset']}, not CIFAR-10)" if s["dataset"] != PAPER_DATASET else ""
     paper = f"> 0 on CIFAR-10 (no size published; {SMALLEST_GAIN:g} point is ours)"
@@ -473,7 +474,7 @@ def paper_vs_reproduced(out: dict, s: dict, identity_error: float) -> pd.DataFra
                               f"max relative deviation {identity_error:.1e} (float64, 16 anchors): "
                               + ("holds to rounding" if identity_error < 1e-9 else "the identity fails"),
                               "exact", "[code]")
-    return verdicts.table(verdicts.decide(tested) + [identity] + checks)
+    return verdicts.table(verdicts.decide(tested, looks) + [identity] + checks)
 
 
 def _mechanism_check(name: str, out: dict) -> verdicts.Assessment:

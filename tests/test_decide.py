@@ -1,0 +1,145 @@
+"""The budgeted two-look extension: the engine at a planned look, the paired measure, the plan records, the
+reading of two looks (lib.run.plans.two_looks) and lib.decide's choice of claims. No training."""
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.stats as st
+
+from lib import decide
+from lib.core import sequential, verdicts
+from lib.core.sequential import Look
+from lib.run import plans
+from lib.studies import find_study
+
+FAMILY = "test family"
+
+
+def claim(quantity="gain", measure="one_sample", published=1.0, **kw):
+    return verdicts.Claim(quantity, measure, published, "[paper]", FAMILY, **kw)
+
+
+def by_seed(values, first_seed=0):
+    return {first_seed + i: float(v) for i, v in enumerate(values)}
+
+
+def test_the_paired_measure_is_scipys_paired_t_on_the_seeds_both_arms_have():
+    a = {0: 71.0, 1: 69.5, 2: 73.2, 3: 70.1, 7: 68.0}  # seed 7 has no partner: left out
+    b = {0: 69.0, 1: 69.1, 2: 70.0, 3: 69.9, 5: 60.0}
+    row = verdicts.evaluate(claim("paired", "paired_difference"), a, b)
+    seeds = [0, 1, 2, 3]
+    reference = st.ttest_rel([a[s] for s in seeds], [b[s] for s in seeds])
+    assert row.n == (4, 4)
+    assert row.p == pytest.approx(reference.pvalue, rel=1e-12)
+    assert row.estimate == pytest.approx(np.mean([a[s] - b[s] for s in seeds]))
+    with pytest.raises(TypeError, match="mapping seed"):
+        verdicts.evaluate(claim("paired", "paired_difference"), [1.0, 2.0, 3.0], [1.0, 2.0, 3.0])
+
+
+def test_a_claim_at_a_planned_look_is_decided_by_that_looks_boundary():
+    design = sequential.boundaries(3, 6, 0.05)
+    values = by_seed([0.9, 1.4, 1.1, 1.3, 0.8, 1.2])
+    first = verdicts.evaluate(claim(), by_seed([0.9, 1.4, 1.1]))
+    assert design.level1 < first.p < 0.05  # one look at 5% would decide it; the design's look 1 does not
+    (one_look,) = verdicts.decide([first])
+    (look1,) = verdicts.decide([first], {"gain": Look(design, 1)})
+    assert one_look.verdict == "reproduced"
+    assert look1.verdict == "inconclusive" and look1.level == design.level1
+    assert "look 1 of 2 (3 → 6 seeds per arm)" in look1.verdict_text()
+    (look2,) = verdicts.decide([verdicts.evaluate(claim(), values)], {"gain": Look(design, 2)})
+    assert look2.p < design.level2 and look2.verdict == "reproduced"
+    half = st.t.ppf(1 - design.level2 / 2, 5) * np.std(list(values.values()), ddof=1) / math.sqrt(6)
+    assert look2.ci[1] - look2.ci[0] == pytest.approx(2 * half)  # the interval at the level the look decides at
+    assert math.isnan(look2.p_holm) and look2.seeds_needed == 6
+    assert "look 2 of 2" in look2.row()["verdict"]
+
+
+def runs_frame(values: dict[int, float], prefix="r") -> pd.DataFrame:
+    return pd.DataFrame({"run_id": [f"{prefix}{seed}" for seed in values], "seed": list(values),
+                         "value": list(values.values())})
+
+
+def table_of(runs: pd.DataFrame, looks: dict) -> pd.DataFrame:
+    observations = dict(zip(runs.seed, runs.value))
+    return verdicts.table(verdicts.decide([verdicts.evaluate(claim(), observations)], looks))
+
+
+def planned(design, runs, finished):
+    return plans.PlannedClaim("gain", "plan0", design, tuple(runs), finished, {"verdict": "inconclusive"})
+
+
+def test_two_looks_reads_look_two_on_its_planned_seeds_once_they_have_all_run():
+    design = sequential.boundaries(3, 5, 0.05)
+    shipped = {0: 0.9, 1: 1.4, 2: 1.1}
+    extension = {3: 1.3, 4: 0.8}
+    stray = {5: -40.0}  # a later seed of the same arm (another claim's plan): never part of this claim's look 2
+    runs = pd.concat([runs_frame(shipped), runs_frame(extension), runs_frame(stray)])
+    done = plans.Extension(claims=[planned(design, ["r3", "r4"], 2),
+                                   plans.PlannedClaim("other", "plan0", sequential.boundaries(3, 6, 0.05),
+                                                      ("r3", "r4", "r5"), 3, {})])
+    table = plans.two_looks(table_of, runs, done)
+    assert table.loc[0, "n"] == "5" and table.loc[0, "look"] == "2 of 2 (plan plan0)"
+    reference = st.ttest_1samp([0.9, 1.4, 1.1, 1.3, 0.8], 0.0).pvalue
+    assert float(table.loc[0, "p"]) == pytest.approx(reference, rel=1e-2)
+    running = plans.Extension(claims=[planned(design, ["r3", "r4"], 1)])
+    table = plans.two_looks(table_of, runs_frame(shipped), running)
+    assert table.loc[0, "n"] == "3" and table.loc[0, "look"].startswith("1 of 2 (look 2: 3 → 5 seeds per arm, 1 of 2")
+    assert table.loc[0, "verdict"].startswith("inconclusive")
+
+
+def test_a_plan_is_recorded_once_under_the_hash_of_its_design(tmp_path):
+    design = {"budget_hours": 1.0, "order": ["x"], "studies": {"x": {"claims": [], "runs": []}}}
+    first = plans.write_plan(tmp_path, "cpu", design)
+    again = plans.write_plan(tmp_path, "cpu", design)
+    other = plans.write_plan(tmp_path, "cpu", {**design, "budget_hours": 2.0})
+    assert first["plan_id"] == again["plan_id"] != other["plan_id"]
+    assert len(list((tmp_path / "plans" / "cpu").glob("*.json"))) == 2
+    record = json.loads((tmp_path / "plans" / "cpu" / f"{first['plan_id']}.json").read_text())
+    assert {"environment", "written_at", "schema_version"} <= set(record)
+    assert [p["plan_id"] for p in plans.load_plans(tmp_path, "cpu")] == [first["plan_id"], other["plan_id"]]
+
+
+def candidate(quantity, central, seconds, verdict="inconclusive (power 5%)", **kw):
+    c = decide.Candidate(find_study("04"), quantity, "one_sample", verdict, 0.2, 0.004, 3, 1.5,
+                         [{"method": "simclr"}], ["seeds"], central, **kw)
+    c.seconds = dict(seconds)
+    c.configs = {run_id: {} for run_id in seconds}
+    return c
+
+
+def test_the_budget_takes_central_claims_first_then_the_cheapest_and_counts_a_shared_run_once():
+    hour = 3600.0 * 2  # two processes: 7,200 s of runs is one wall hour
+    central = candidate("central", True, {"a": 2 * hour})
+    cheap = candidate("cheap", False, {"b": 0.5 * hour})
+    sharing = candidate("sharing", False, {"a": 2 * hour, "c": 0.25 * hour})  # run a is the central claim's
+    dear = candidate("dear", False, {"d": 5 * hour})
+    chosen, left = decide.select([dear, cheap, sharing, central], 3.0, {"04_embedding_norms": 2})
+    assert [c.quantity for c in chosen] == ["central", "sharing", "cheap"]  # sharing costs 0.25 h once a is in
+    assert "over the budget" in left[dear.key]
+
+
+def test_claims_that_more_seeds_would_not_decide_are_not_proposed():
+    planned_claims = {("04_embedding_norms", "in a plan"): "plan0"}
+    assert "two looks" in decide._why_not(candidate("in a plan", False, {}), planned_claims)
+    out = candidate("low car", False, {}, verdict="not in the paper's regime (layer-0 CAR 32 < 50)")
+    assert "regime" in decide._why_not(out, {})
+    assert "stopped at look 1" in decide._why_not(candidate("short", False, {}, verdict="not reproduced"), {})
+    variance = candidate("vr", False, {})
+    variance.measure = "variance_ratio"
+    assert "no two-look design" in decide._why_not(variance, {})
+    assert decide._why_not(candidate("open", False, {}), {}) == ""
+
+
+def test_decide_dry_run_on_the_shipped_tables_plans_no_claim_twice(capsys):
+    """On the shipped cpu results: the printout names every claim of a recorded plan as planned already, and
+    writes nothing."""
+    before = sorted(p.name for p in (decide.PROJECT_ROOT / "results" / "plans").rglob("*.json"))
+    assert decide.main(["--profile", "cpu", "--budget", "8", "--dry-run", "--only", "04"]) == 0
+    out = capsys.readouterr().out
+    assert "Plan within 8 wall hours" in out and "wall hours." in out
+    for plan in plans.load_plans(decide.PROJECT_ROOT / "results", "cpu"):
+        for quantity in (c["quantity"] for c in plan["studies"].get("04_embedding_norms", {}).get("claims", [])):
+            assert f"{quantity}: in plan {plan['plan_id']}" in out
+    assert sorted(p.name for p in (decide.PROJECT_ROOT / "results" / "plans").rglob("*.json")) == before
