@@ -149,7 +149,8 @@ def coverage(study: str | Study, profile: str = "cpu", results_dir: str | Path =
     commits: list[tuple[str, int]] = []
     if table_path.exists():
         table = pd.read_csv(table_path, dtype=str)
-        tabled = list(table["run_id"])
+        extension = {run_id for run_id, r in records.items() if r.get("extra", {}).get("plan")}
+        tabled = [run_id for run_id in table["run_id"] if run_id not in extension]  # lib.decide's runs: its own plan
         if "git_commit" in table:
             counts = table["git_commit"].fillna("unknown").str[:10].value_counts()
             commits = sorted(((c, int(n)) for c, n in counts.items()), key=lambda cn: (-cn[1], cn[0]))

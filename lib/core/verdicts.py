@@ -671,10 +671,10 @@ COLOURS = {"reproduced": "#1a7f37", "smaller": "#8bc34a", "contradicted": "#c628
 def css_class(verdict: str) -> str | None:
     """The CSS class of a verdict as a table shows it (:meth:`Assessment.verdict_text`); None for words outside
     the grammar. Only what verdict_text writes is read: an inconclusive verdict or one outside the paper's regime
-    with its reasons in brackets, and any verdict with the test that decided it."""
+    with its reasons in brackets, and any verdict with the test or the look that decided it."""
     text = verdict.strip()
     for word in VERDICTS:
-        if text == word or text.startswith(f"{word} (decided by "):
+        if text == word or text.startswith((f"{word} (decided by ", f"{word} (look ", f"{word} (planned power ")):
             return CLASSES[word]
         if word in ("inconclusive", OUT_OF_REGIME) and text.startswith(word + " ("):
             return CLASSES[word]
