@@ -1,5 +1,8 @@
 """The notebooks' shared setup in one call, and the rule that decides where a run's results go.
 
+It runs past 400 lines because every notebook's common cells live here (setup, runs, variants, the verdict table
+over two looks): one place to change how all six notebooks behave.
+
     from lib.notebook import setup
     from lib.studies import margin_factorial as study
     nb = setup(study, globals())          # the setup cell: checks, settings, store, theme, header
