@@ -31,6 +31,7 @@ together, so that they cannot disagree.
 from __future__ import annotations
 
 import argparse
+import ast
 import base64
 import html
 import json
@@ -535,6 +536,29 @@ def ledger(results: Path) -> str:
             "<th>verdict now</th><th>look</th></tr>" + "".join(rows) + "</table></div>")
 
 
+def regime_variant(results: Path, profile: str, reached: pd.DataFrame) -> str:
+    """The variant of study 1 that the regime search points to: the in-regime setting that departs least from the
+    shipped one (the first row that reached the regime, the search's order), with its command and cost (the
+    shipped runs' median time: the setting changes no step's cost). [ours]: the paper's own setting did not reach
+    its regime here, so the variant's verdicts speak for that setting at this scale, not for the paper's."""
+    if not len(reached):
+        return ""
+    setting = str(reached.iloc[0].setting)
+    changes = [part.split(" = ") for part in setting.split(", ")]
+    name = "regime-" + "_".join(f"{key}-{value}" for key, value in changes)
+    options = " ".join(f"-p {key} {value}" for key, value in changes)
+    study = "01_margin_factorial"
+    plan = experiment(study, profile, {key: ast.literal_eval(value) for key, value in changes}, results)
+    seconds = experiment(study, profile, {}, results)["seconds_per_run"]
+    new = plan["new"]
+    cost = f"{new} of its {plan['planned']} runs to run" + (
+        f", about {new * seconds / 3600 / 2:.1f} wall hours two at a time" if seconds and new else "")
+    return (f'<p class="meta">Study 1\'s extension in the regime is the variant {html.escape(setting)} [ours: the '
+            f"paper's setting, m0 = 0.4, did not reach its regime here; the variant's verdicts speak for this "
+            f"setting at this scale]: <code>python -m lib.run_all --only 01 --profile {profile} {html.escape(options)} "
+            f"--variant {html.escape(name)}</code> ({cost}).</p>")
+
+
 def regime_search(results: Path) -> str:
     """The CFF regime search's table (``python -m lib.regime``), per profile that has one."""
     parts = []
@@ -550,7 +574,8 @@ def regime_search(results: Path) -> str:
         found = (f"{len(reached)} setting(s) reach 50% on one seed: a candidate for a variant of study 1, not yet a "
                  "verdict" if len(reached) else "no setting reaches 50%: the variance-inflation claims of studies "
                  "1–3 stay <i>not in the paper's regime</i> at this scale, and lib.decide spends no seeds on them")
-        parts.append(f"<h3>{profile}</h3><p class=\"meta\">{found}.</p><div class=\"scroll\"><table class=\"decide\">"
+        parts.append(f"<h3>{profile}</h3><p class=\"meta\">{found}.</p>{regime_variant(results, profile, reached)}"
+                     '<div class="scroll"><table class="decide">'
                      "<tr><th>setting (one change from the shipped clamp arm)</th><th>layer-0 CAR, final epoch (%)</th>"
                      "<th>top-1 (%)</th><th>wall s (two runs at a time)</th><th>CAR ≥ 50%?</th></tr>"
                      + rows + "</table></div>")
@@ -709,15 +734,44 @@ def readme_verdict_lines(results_dir: str | Path = "results") -> list[str]:
     return lines
 
 
+README_EXTENSIONS_BEGIN = "<!-- extensions: begin (python -m lib.report --readme) -->"
+README_EXTENSIONS_END = "<!-- extensions: end -->"
+
+
+def readme_extension_lines(results_dir: str | Path = "results") -> list[str]:
+    """One README line per claim an extension plan extends (:func:`planned_rows`): its verdict at look 1, as the
+    plan found it, and its verdict now, from the study's table; a claim whose look 2 is complete says why it
+    moved (the seeds of look 2 against its boundary), one still running says how far it is."""
+    results = Path(results_dir) if Path(results_dir).is_absolute() else PROJECT_ROOT / results_dir
+    lines = []
+    for (profile, study, quantity), (plan, claim) in planned_rows(results).items():
+        frame = verdicts(results, study, profile)
+        now = frame[frame.quantity == quantity] if frame is not None else pd.DataFrame()
+        if not len(now):
+            continue
+        row, before = now.iloc[0], claim["look1"]["verdict"]
+        head = f"- **{title(study)}** (`{profile}`, plan `{plan['plan_id']}`): {quantity}: *{before}* at look 1"
+        if str(row.get("look", "")).startswith("2"):
+            moved = "moved" if verdict_kind(row.verdict) != verdict_kind(before) else "stayed"
+            after = KINDS.get(verdict_kind(row.verdict), row.verdict)
+            lines.append(f"{head} → *{after}* at look 2 ({moved}): {row.ours} on {claim['n2']} seeds per arm, read "
+                         f"against look 2's boundary p < {claim['level2']:.2g}.")
+        else:
+            lines.append(f"{head}; look 2 ({claim['n1']} → {claim['n2']} seeds per arm) is running: "
+                         f"{row.get('look', '')}.")
+    return lines or ["- No extension plan yet: `python -m lib.decide --profile cpu --budget 8 --dry-run` proposes one."]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--results-dir", default="results", help="relative to the project root")
     parser.add_argument("--output-dir", help="where the page and its figures go (default: the results folder)")
-    parser.add_argument("--readme", action="store_true", help="also write the README's list of central claims")
+    parser.add_argument("--readme", action="store_true", help="also write the README's verdict blocks")
     args = parser.parse_args(argv)
     print(write_index(args.results_dir, args.output_dir))
     if args.readme:
         write_readme_block(readme_verdict_lines(args.results_dir), README_VERDICTS_BEGIN, README_VERDICTS_END)
+        write_readme_block(readme_extension_lines(args.results_dir), README_EXTENSIONS_BEGIN, README_EXTENSIONS_END)
     return 0
 
 

@@ -283,7 +283,8 @@ display(Markdown(f"Largest relative deviation (16 anchors): **{identity_error:.1
 # rule; each batch size follows, and "largest at small batches" is the gain at the smallest batch minus the gain at
 # the largest. The paper publishes no CIFAR-10 gain, so the claims are tested against our smallest gain that
 # matters (1 point), as the paper column says. The ImageNet and transfer numbers are not measured by any profile
-# here. The gradient identity and the gradient-scale factor are checks of our own. A claim
+# here. The gradient identity and the gradient-scale factor are checks of our own. FlatNCE and InfoNCE runs of one
+# seed share its initialisation and data order, so each claim is the paired t on the per-seed differences. A claim
 # that `python -m lib.decide` extended is read a second time on its planned seeds, against its boundary, once all its
 # runs have finished (the `look` column).
 

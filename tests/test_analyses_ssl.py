@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from scipy import stats as st
 from sklearn.metrics import roc_auc_score
-from statsmodels.stats.power import TTestIndPower
+from statsmodels.stats.power import TTestPower
 
 from lib.core.stats import auroc, auroc_test, loglog_slope, rank_correlation
 from lib.studies import embedding_norms as norms_study
@@ -26,6 +26,9 @@ from lib.studies import flatnce_batch as flat_study
 # means over 4 seeds, so planted differences come back exactly (ties between batch sizes are ties).
 UNIT = 100 / 64  # percentage points per grid step
 DEVS = np.array([-2, -1, 1, 2])  # within-cell deviations (grid steps), the same in every cell: mean 0
+# FlatNCE's run of seed i sits PAIR[i] further off than InfoNCE's: the two losses of a seed share its initialisation
+# and data order (DEVS) but not all of their luck, so the per-seed differences are gain + PAIR, with mean the gain.
+PAIR = np.array([1, -1, -1, 1])
 BATCHES = [16, 64, 256]
 BASE = {16: 30, 64: 36, 256: 40}  # InfoNCE's probe accuracy per batch size (grid steps): a batch main effect
 
@@ -34,8 +37,8 @@ def planted_flatnce_runs(probe_gain: dict, knn_gain: dict | None = None, grad_sc
                          batches=BATCHES, rule: str = "linear") -> pd.DataFrame:
     """Runs frame of study 5 (the columns of ``flat_study.runs_frame``), all in the learning-rate arm
     ``rule``: per batch size b and seed,
-    InfoNCE's probe accuracy is BASE[b] + dev and FlatNCE's BASE[b] + probe_gain[b] + dev (grid
-    steps, stored as fractions); kNN is 8 steps lower with its own gains. ``grad_scale`` maps
+    InfoNCE's probe accuracy is BASE[b] + DEVS[seed] and FlatNCE's BASE[b] + probe_gain[b] + DEVS[seed] + PAIR[seed]
+    (grid steps, stored as fractions); kNN is 8 steps lower with its own gains. ``grad_scale`` maps
     (loss, b) to the final gradient-scale factor (default 0.95)."""
     knn_gain = probe_gain if knn_gain is None else knn_gain
     grad_scale = grad_scale or {}
@@ -43,6 +46,8 @@ def planted_flatnce_runs(probe_gain: dict, knn_gain: dict | None = None, grad_sc
     for b in batches:
         for loss in ("infonce", "flatnce"):
             for seed, dev in enumerate(DEVS):
+                if loss == "flatnce":
+                    dev = dev + PAIR[seed]
                 probe = BASE[b] + dev + (probe_gain[b] if loss == "flatnce" else 0)
                 knn = BASE[b] - 8 + dev + (knn_gain[b] if loss == "flatnce" else 0)
                 g = grad_scale.get((loss, b), 0.95)
@@ -63,11 +68,17 @@ FLAT_ARM = f"[{flat_study.ARM_LABELS['linear']}] "  # the start of every measure
 
 
 def welch_p_of_planted_gain(gain_steps: float) -> float:
-    """Welch's p for two cells of 4 runs with the same deviations DEVS: equal variances s^2 and
-    equal sizes, so t = d / sqrt(2 s^2 / n) with n - 1 + n - 1 = 6 degrees of freedom."""
-    s2 = np.var(DEVS * UNIT, ddof=1)
-    t = gain_steps * UNIT / math.sqrt(2 * s2 / len(DEVS))
-    return float(2 * st.t.sf(abs(t), 2 * (len(DEVS) - 1)))
+    """Welch's p of one batch size's two cells of 4 runs, by scipy on the planted values (FlatNCE's cell has the
+    wider spread DEVS + PAIR)."""
+    flat, info = (gain_steps + DEVS + PAIR) * UNIT, DEVS * UNIT
+    return float(st.ttest_ind(flat, info, equal_var=False).pvalue)
+
+
+def paired_p_of_planted_gain(gain_steps: float) -> float:
+    """The paired t's p of a planted gain, by hand: the per-seed differences are (gain + PAIR) grid steps, so
+    t = gain / (sd(PAIR) / sqrt(n)) on n - 1 = 3 degrees of freedom."""
+    t = gain_steps / (np.std(PAIR, ddof=1) / math.sqrt(len(PAIR)))
+    return float(2 * st.t.sf(abs(t), len(PAIR) - 1))
 
 
 def hand_interaction(probe_gain: dict, batches=BATCHES) -> tuple[float, float, float]:
@@ -79,7 +90,7 @@ def hand_interaction(probe_gain: dict, batches=BATCHES) -> tuple[float, float, f
     means = UNIT * np.array([[BASE[b] for b in batches], [BASE[b] + probe_gain[b] for b in batches]], dtype=float)
     effect = means - means.mean(1, keepdims=True) - means.mean(0, keepdims=True) + means.mean()
     ss_ab = n * float((effect ** 2).sum())
-    ss_res = 2 * k * float(((DEVS * UNIT) ** 2).sum())  # deviations have mean 0 in every cell
+    ss_res = k * float(((DEVS * UNIT) ** 2).sum() + (((DEVS + PAIR) * UNIT) ** 2).sum())  # mean 0 in every cell
     f = (ss_ab / (k - 1)) / (ss_res / (2 * k * (n - 1)))
     return ss_ab, f, float(st.f.sf(f, k - 1, 2 * k * (n - 1)))
 
@@ -89,10 +100,12 @@ def test_cells_report_planted_means_in_percent_and_the_sd_over_seeds():
     cells = out["cells"].set_index(["batch_size", "loss"])
     assert out["n_ok"] == 2 * len(BATCHES) * len(DEVS) and out["n_not_ok"] == 0
     assert (cells.runs == len(DEVS)).all()
-    sd = np.std(DEVS * UNIT, ddof=1)
+    sd = {"infonce": np.std(DEVS * UNIT, ddof=1), "flatnce": np.std((DEVS + PAIR) * UNIT, ddof=1)}
     assert cells.loc[(16, "flatnce"), "probe_mean"] == (BASE[16] + 6) * UNIT
     assert cells.loc[(64, "infonce"), "knn_mean"] == (BASE[64] - 8) * UNIT
-    assert cells.probe_sd.to_numpy() == pytest.approx(sd) and cells.knn_sd.to_numpy() == pytest.approx(sd)
+    for loss, expected in sd.items():
+        here = cells.xs(loss, level="loss")
+        assert here.probe_sd.to_numpy() == pytest.approx(expected) and here.knn_sd.to_numpy() == pytest.approx(expected)
     assert cells.loc[(256, "infonce"), "info_nce_ceiling"] == pytest.approx(math.log(511))
 
 
@@ -153,17 +166,18 @@ def flat_row(table: pd.DataFrame, start: str) -> pd.Series:
     return hits.iloc[0]
 
 
-def test_the_central_claim_is_the_gain_averaged_over_batch_sizes_with_seeds_as_the_unit():
-    # every seed's deviation is the same at every batch size, so a seed's mean over batch sizes keeps it:
-    # FlatNCE's seed means sit the mean gain (6 steps) above InfoNCE's, with the spread of DEVS
+def test_the_central_claim_is_the_gain_averaged_over_batch_sizes_paired_by_seed():
+    # every seed's deviations are the same at every batch size, so a seed's mean over batch sizes keeps them:
+    # a seed's FlatNCE mean sits the mean gain (6 steps) + PAIR[seed] above its InfoNCE mean
     table = flat_table({16: 8, 64: 6, 256: 4})
     central = flat_row(table, flat_study.HEADLINE)
     assert table.iloc[0].quantity == central.quantity  # the central claim leads the table
     assert central.ours.startswith(f"{6 * UNIT:.3g} [") and central.n == "4 vs 4"
-    assert float(central.p) == pytest.approx(welch_p_of_planted_gain(6), rel=1e-2)
+    assert float(central.p) == pytest.approx(paired_p_of_planted_gain(6), rel=1e-2)
+    assert float(central.p) < welch_p_of_planted_gain(6)  # pairing removes the seeds' shared luck, DEVS
     assert central.verdict == "reproduced"  # 9.4 points, significant; the CI reaches our smallest gain, 1 point
     b16 = flat_row(table, FLAT_ARM + "FlatNCE - InfoNCE, linear-probe top-1 at B = 16")
-    assert b16.ours.startswith(f"{8 * UNIT:.3g} [") and float(b16.p) == pytest.approx(welch_p_of_planted_gain(8),
+    assert b16.ours.startswith(f"{8 * UNIT:.3g} [") and float(b16.p) == pytest.approx(paired_p_of_planted_gain(8),
                                                                                           rel=1e-2)
     # kNN has its own planted gains: the columns cannot be swapped
     knn = flat_row(flat_table({16: 8, 64: 6, 256: 4}, knn_gain={16: -2, 64: -2, 256: -2}),
@@ -175,11 +189,12 @@ def test_no_gain_with_four_seeds_is_inconclusive_and_says_what_it_would_take():
     table = flat_table({16: 0, 64: 0, 256: 0})
     central = flat_row(table, flat_study.HEADLINE)
     assert central.ours.startswith("0 [") and central.verdict.startswith("inconclusive (power ")
-    # Cohen's d of our smallest gain of interest, at the SD's one-sided 80% upper limit (df 6: 4 + 4 seeds)
-    d = flat_study.SMALLEST_GAIN / (np.std(DEVS * UNIT, ddof=1) * math.sqrt(6 / st.chi2.ppf(0.2, 6)))
+    # Cohen's d of our smallest gain of interest on the per-seed differences (SD of PAIR), at that SD's one-sided
+    # 80% upper limit (df 3: 4 pairs), and the seeds a one-sample t needs for 80% power at it
+    d = flat_study.SMALLEST_GAIN / (np.std(PAIR * UNIT, ddof=1) * math.sqrt(3 / st.chi2.ppf(0.2, 3)))
     tested = int(((table.kind == "claim") & (table.p != "–")).sum())  # the study's family: power at 0.05 / m
     assert tested > 1 and int(central.seeds_needed) == math.ceil(
-        TTestIndPower().solve_power(effect_size=d, power=0.8, alpha=0.05 / tested))
+        TTestPower().solve_power(effect_size=d, power=0.8, alpha=0.05 / tested))
 
 
 def test_the_small_batch_claim_is_the_difference_of_the_end_gains():
@@ -602,7 +617,7 @@ def two_arm_runs(linear_gain: dict, sqrt_gain: dict, linear_grad_scale: dict | N
 
 def test_a_gain_planted_in_one_arm_shows_only_in_that_arm():
     none, gain = {16: 0, 64: 0, 256: 0}, {16: 8, 64: 6, 256: 4}
-    assert welch_p_of_planted_gain(min(gain.values())) < 0.05  # significant at every batch size, by the plant
+    assert paired_p_of_planted_gain(min(gain.values())) < 0.05  # significant at every batch size, by the plant
     s = flat_settings(rules=("linear", "sqrt"))
     out = flat_study.analyze(two_arm_runs(none, gain), s)
     assert list(dict.fromkeys(out["cells"].lr_rule)) == ["linear", "sqrt"] and (out["cells"].runs == len(DEVS)).all()

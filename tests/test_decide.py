@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import scipy.stats as st
 
-from lib import decide
+from lib import decide, report
 from lib.core import sequential, verdicts
 from lib.core.sequential import Look
 from lib.run import plans
@@ -143,3 +143,27 @@ def test_decide_dry_run_on_the_shipped_tables_plans_no_claim_twice(capsys):
         for quantity in (c["quantity"] for c in plan["studies"].get("04_embedding_norms", {}).get("claims", [])):
             assert f"{quantity}: in plan {plan['plan_id']}" in out
     assert sorted(p.name for p in (decide.PROJECT_ROOT / "results" / "plans").rglob("*.json")) == before
+
+
+def test_the_readme_says_which_extended_claims_moved_and_against_which_boundary(tmp_path):
+    plan = {"plan_id": "p1", "written_at": "2026-12-05T00:00:00", "studies": {"04_embedding_norms": {"claims": [
+        {"quantity": "done", "n1": 3, "n2": 7, "level2": 0.0042, "look1": {"verdict": "inconclusive (power 15%)"}},
+        {"quantity": "same", "n1": 3, "n2": 5, "level2": 0.0041, "look1": {"verdict": "reproduced"}},
+        {"quantity": "running", "n1": 3, "n2": 19, "level2": 0.0042, "look1": {"verdict": "inconclusive"}}]}}}
+    (tmp_path / "plans" / "cpu").mkdir(parents=True)
+    (tmp_path / "plans" / "cpu" / "p1.json").write_text(json.dumps(plan))
+    (tmp_path / "tables").mkdir()
+    pd.DataFrame([
+        dict(quantity="done", ours="-5.8 [-9.8, -1.7]", verdict="contradicted (look 2 of 2 (3 → 7 seeds per arm): "
+             "p < 0.0042, O'Brien–Fleming (Lan–DeMets) at α = 0.0042)", look="2 of 2 (plan p1)", power="",
+             kind="claim"),
+        dict(quantity="same", ours="0.15 [0.11, 0.19]", verdict="reproduced (look 2 of 2 (3 → 5 seeds per arm): "
+             "p < 0.0041)", look="2 of 2 (plan p1)", power="", kind="claim"),
+        dict(quantity="running", ours="1 [0, 2]", verdict="inconclusive (power 3%)", power="3%", kind="claim",
+             look="1 of 2 (look 2: 3 → 19 seeds per arm, 4 of 30 runs; plan p1)"),
+    ]).to_csv(tmp_path / "tables" / "04_embedding_norms_cpu_paper_vs_reproduced.csv", index=False)
+    lines = {line.split(": ", 1)[1].split(":", 1)[0]: line for line in report.readme_extension_lines(tmp_path)}
+    assert "*inconclusive (power 15%)* at look 1 → *contradicted* at look 2 (moved)" in lines["done"]
+    assert "7 seeds per arm" in lines["done"] and "p < 0.0042" in lines["done"]
+    assert "→ *reproduced* at look 2 (stayed)" in lines["same"]
+    assert "is running: 1 of 2 (look 2: 3 → 19 seeds per arm, 4 of 30 runs" in lines["running"]

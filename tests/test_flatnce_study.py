@@ -11,7 +11,7 @@ import torch
 from lib.core import stats
 from lib.core.params import ParameterError
 from lib.run.results import config_hash
-from lib.ssl.training import nce_diagnostics
+from lib.ssl.training import build_model, nce_diagnostics, start_run
 from lib.studies import flatnce_batch as study
 
 PARAMETERS = dict(profile="smoke", losses=["infonce", "flatnce"], temperature=0.1, device="cpu")
@@ -26,6 +26,23 @@ def test_plan_crosses_rules_batch_sizes_losses_and_seeds_into_distinct_runs():
         (rule, b, loss, seed) for rule in ("linear", "sqrt") for b in (16, 32, 64) for loss in ("infonce", "flatnce")
         for seed in range(3)}
     assert all(c.temperature == 0.1 and c.device == "cpu" and not c.projector_bn for c in configs)
+
+
+def test_the_two_losses_of_a_seed_share_its_initialisation_and_data_order():
+    """What pairs the verdicts by seed: FlatNCE's and InfoNCE's configs of one seed differ in the loss alone, so the
+    seeded start of a run (the weights, then the generator of the data order and augmentation) is the same."""
+    s = study.resolve({**PARAMETERS, "batch_sizes": [16], "seeds": 2})
+    by_loss = {c.loss: c for c in study.plan(s) if c.seed == 1}
+    infonce, flatnce = by_loss["infonce"], by_loss["flatnce"]
+    assert {k for k, v in vars(infonce).items() if vars(flatnce)[k] != v} == {"loss"}
+    starts = []
+    for c in (infonce, flatnce):
+        ds, _, generator = start_run(c, None)
+        weights = build_model(c, ds.channels).state_dict()
+        starts.append((weights, torch.randperm(len(ds.y_train), generator=generator)))
+    (w_info, order_info), (w_flat, order_flat) = starts
+    assert w_info.keys() == w_flat.keys() and all(torch.equal(w_info[k], w_flat[k]) for k in w_info)
+    assert torch.equal(order_info, order_flat)
 
 
 def test_each_arm_runs_its_rate_by_hand():
