@@ -36,13 +36,13 @@ from typing import Any, Callable
 import pandas as pd
 
 from lib import PROJECT_ROOT, explore
-from lib.core import params, verdicts
+from lib.core import dataset_facts, params, verdicts
 from lib.core.config import as_dict
-from lib.core.data import DATASETS, load_datasets
+from lib.core.data import DATASETS, get_dataset, load_datasets
 from lib.core.progress import INJECTED_CELL
 from lib.core.settings import check_variant
 from lib.render import HEADER
-from lib.run import plans
+from lib.run import datasets, plans
 from lib.run.results import ResultsStore, atomic_write_text, config_json, variant_root
 from lib.run.sweep import run_sweep
 from lib.studies import Study, find_study
@@ -218,6 +218,24 @@ def download_datasets(study: Study, settings: dict, data_root: str | None, downl
         load_datasets(study.module.plan(settings), data_root, download=True)
 
 
+def unfinished(stores: list[ResultsStore], configs: list, settings: dict) -> list:
+    """The configs a sweep of ``configs`` would train: those without a finished record in any of ``stores`` (a
+    variant's and the canonical one it copies from), or all of them with ``force``; each once."""
+    unique = {stores[0].run_id(c): c for c in configs}
+    return [c for c in unique.values() if settings.get("force") or not any(s.is_finished(c) for s in stores)]
+
+
+def check_data(study: Study, settings: dict, stores: list[ResultsStore], data_root: str | None):
+    """A study's ``check_data`` (study 2: it may narrow the plan to the datasets found), or None without one. The
+    datasets no run still has to train on are described from the facts recorded in ``stores`` (lib.run.datasets),
+    not loaded, so that recorded runs render without the arrays."""
+    if study.check_data is None:
+        return None
+    needed = dataset_facts.specs(unfinished(stores, study.module.plan(settings), settings))
+    known = {label: facts for store in stores for label, facts in datasets.recorded(store).items()}
+    return study.check_data(settings, data_root, {k: v for k, v in known.items() if k not in needed})
+
+
 def relative(path: Path) -> str:
     """``path`` relative to the project root where it lies under it (what a reader of the notebook can find)."""
     path = Path(path)
@@ -235,16 +253,19 @@ class Setup:
     variant: str | None  # None: the canonical results
     changes: dict = field(default_factory=dict)  # the settings that differ from the profile's own
     reused: list[str] = field(default_factory=list)  # run ids copied from the canonical store
-    sources: dict = field(default_factory=dict)  # dataset label -> where it came from
+    datasets: dict = field(default_factory=dict)  # dataset label -> its DatasetFacts (lib.run.datasets)
     checked_data: tuple | None = None  # what the study's check_data returned, if it has one
     data_root: str | None = None
     results_dir: str | Path = "results"
+    to_train: list = field(default_factory=list)  # the planned configs without a finished record (all, with force)
 
     def header(self) -> str:
         s = self.settings
         runs = f"{len(self.configs)} runs" + (f", {len(self.reused)} reused from the canonical results"
                                               if self.reused else "")
-        data = "; ".join(f"`{label}`: {source}" for label, source in self.sources.items()) or "none loaded"
+        data = "; ".join(f"`{label}`: {facts.describe()}" for label, facts in self.datasets.items()) or "none"
+        data += (f" (loaded: {len(self.to_train)} runs train)" if self.to_train else
+                 " (every run is recorded: nothing here needs the arrays)") if self.datasets else ""
         where = f"`{relative(self.store.root)}/`"
         if self.variant is None:
             writes = f"**Writes the canonical `{s['profile']}` results** to {where}."
@@ -253,6 +274,23 @@ class Setup:
             writes = (f"**Writes variant `{self.variant}`** to {where} (overrides: {changed}); "
                       f"the shipped `{s['profile']}` results are not touched.")
         return f"{self.first_screen()}  \n{writes}  \n**Plan**: {runs}. **Data**: {data}."
+
+    def dataset(self, config) -> dataset_facts.DatasetFacts:
+        """The facts of the dataset a run config trains on (recorded with the runs, or read where a run trains)."""
+        c = as_dict(config)
+        return self.datasets[dataset_facts.label_of(c["dataset"], c.get("dataset_options"))]
+
+    def sample_images(self, config, count: int):
+        """The first ``count`` training images of a config's dataset, for a figure, and a note on where they come
+        from: the dataset's own where it needs no arrays (embedded or generated) or a run trains on it (then it is
+        loaded anyway); else scikit-learn's digits, so that rendering recorded runs reads no arrays."""
+        c = as_dict(config)
+        name, options = c["dataset"], c.get("dataset_options") or {}
+        if not DATASETS[name].fetched or dataset_facts.label_of(name, options) in dataset_facts.specs(self.to_train):
+            return get_dataset(name, options, self.data_root).x_train[:count], ""
+        note = (f" (shown on scikit-learn's digits: every run on {DATASETS[name].display_name} is recorded, and a "
+                "render of recorded runs reads no arrays)")
+        return get_dataset("digits").x_train[:count], note
 
     def first_screen(self) -> str:
         """The line a reader meets under the title: the profile, the data this run uses and the paper's."""
@@ -288,11 +326,13 @@ class Setup:
         return plans.two_looks(table_of, runs, ext)
 
     def show_rerun(self, records: list[dict]) -> None:
-        """The command that re-runs the first of ``records``, under a line saying where every record keeps its own."""
+        """The command that re-runs the first of ``records``, under a line saying where every record keeps its own;
+        its data folder, a path of the machine that ran it, written as ``$DATA_ROOT``."""
         from IPython.display import Markdown, display
 
         display(Markdown(RERUN_NOTE))
-        print(records[0]["extra"].get("rerun", LEGACY_RERUN))
+        command = records[0]["extra"].get("rerun", LEGACY_RERUN)
+        print(re.sub(r"--data-root ('[^']*'|\S+)", '--data-root "$DATA_ROOT"', command))
 
     def explore(self) -> explore.Explorer:
         """The study's results explorer (:func:`lib.explore.results_explorer`), opened at this notebook's profile
@@ -369,12 +409,16 @@ def setup(module: ModuleType, namespace: dict, *, precision: int = 3) -> Setup:
     variant, changes = variant_of(study, namespace, settings)
     data_root = namespace.get("data_root")
     download_datasets(study, settings, data_root, namespace.get("download", False))
-    checked = study.check_data(settings, data_root) if study.check_data else None
-    configs = module.plan(settings)
-    store, reused = open_store(study, settings, configs, namespace.get("results_dir", "results"), variant)
+    # The store first, over the whole plan: a dataset is loaded only where a run still has to train on it, and a
+    # study's check_data (which may narrow the plan to the datasets found) describes the others from the records.
+    store, reused = open_store(study, settings, module.plan(settings), namespace.get("results_dir", "results"),
+                               variant)
     if variant is not None:
         describe_variant(store.root, study, settings["profile"], changes)
-    sources = load_datasets(configs, data_root)
+    checked = check_data(study, settings, [store], data_root)
+    configs = module.plan(settings)
+    to_train = unfinished([store], configs, settings)
+    facts, _ = datasets.describe(store, configs, to_train, data_root)
     sns.set_theme(style="whitegrid", context="notebook")
     np.random.seed(0)  # strip plots jitter their dots with numpy's global generator: a re-render repeats them
     pd.set_option("display.precision", precision)
@@ -382,8 +426,8 @@ def setup(module: ModuleType, namespace: dict, *, precision: int = 3) -> Setup:
     shell = get_ipython()
     if shell is not None:  # tables indexed by row number show no index column
         shell.display_formatter.formatters["text/html"].for_type(pd.DataFrame, frame_html)
-    nb = Setup(study, settings, configs, store, variant, changes, reused, sources, checked, data_root,
-               namespace.get("results_dir", "results"))
+    nb = Setup(study, settings, configs, store, variant, changes, reused, facts, checked, data_root,
+               namespace.get("results_dir", "results"), to_train)
     display(Markdown(nb.header()), metadata={HEADER: True})  # the reader's copy lifts its first line to the top
     return nb
 

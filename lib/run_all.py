@@ -33,11 +33,13 @@ from jupyter_client.manager import AsyncKernelManager
 from traitlets import default
 
 from lib import PROJECT_ROOT
+from lib.core import dataset_facts
 from lib.core.params import PROFILE_NAMES, ParameterError
 from lib.dispatch import parse_value
-from lib.notebook import RESERVED, relative, resolve_command
+from lib.notebook import RESERVED, check_data, relative, resolve_command, unfinished
 from lib.render import write_renders
 from lib.report import write_index
+from lib.run import datasets
 from lib.run.results import ResultsStore, variant_root
 from lib.studies import STUDIES, Study
 
@@ -76,24 +78,24 @@ def plan_job(study: Study, *, profile: str, results_dir: str, parameters: dict, 
     return Job(NOTEBOOKS / f"{study.notebook}.ipynb", given, output_dir, name)
 
 
-def recorded_of_plan(job: Job, study: Study, *, profile: str, results_dir: str) -> tuple[int, int]:
-    """``(recorded, planned)``: the runs of the job's plan with a finished record (in its own store, or, for a
-    variant, in the canonical one it copies from) and all of them; the data are checked first where the plan
-    depends on them (``check_data``), as the notebook does. No training."""
+def recorded_of_plan(job: Job, study: Study, *, profile: str, results_dir: str) -> tuple[int, int, bool]:
+    """``(recorded, planned, described)``: the runs of the job's plan with a finished record (in its own store, or,
+    for a variant, in the canonical one it copies from), all of them, and whether every dataset they read is
+    described by recorded facts (lib.run.datasets); the data are checked first where the plan depends on them
+    (``check_data``), as the notebook does. No training."""
     settings, _ = resolve_command(study, profile=profile, parameters={k: v for k, v in job.parameters.items()
                                                                        if k not in RESERVED},
                                   data_root=job.parameters.get("data_root"), results_dir=results_dir,
                                   variant=job.parameters.get("variant"))
-    if study.check_data is not None:
-        study.check_data(settings, job.parameters.get("data_root"))
     results = PROJECT_ROOT / results_dir
     stores = [ResultsStore(results, study.name, profile)]
     if job.variant is not None:
         stores.append(ResultsStore(variant_root(results, job.variant), study.name, profile))
+    check_data(study, settings, stores, job.parameters.get("data_root"))
     configs = {stores[0].run_id(c): c for c in study.module.plan(settings)}
-    if settings.get("force"):
-        return 0, len(configs)
-    return sum(any(store.is_finished(c) for store in stores) for c in configs.values()), len(configs)
+    known = {label for store in stores for label in datasets.recorded(store)}
+    described = set(dataset_facts.specs(list(configs.values()))) <= known
+    return len(configs) - len(unfinished(stores, list(configs.values()), settings)), len(configs), described
 
 
 NUMPY_HOLD = "NPY_DISABLE_CPU_FEATURES"  # read by numpy once, at import
@@ -203,14 +205,18 @@ def main(argv: list[str] | None = None) -> int:
     for job in jobs:
         t0 = time.perf_counter()
         try:
-            recorded, planned = recorded_of_plan(job, by_notebook[job.notebook.stem], profile=args.profile,
-                                                 results_dir=args.results_dir)
+            recorded, planned, described = recorded_of_plan(job, by_notebook[job.notebook.stem],
+                                                            profile=args.profile, results_dir=args.results_dir)
             print(f"{job.notebook.name}: " + (f"all {planned} runs recorded, nothing to train; rendering"
                                               if recorded == planned else
                                               f"{recorded} of {planned} runs recorded, {planned - recorded} to "
                                               "train (progress below); executing"), flush=True)
+            # Recorded runs whose data are described render without the arrays, and the render does not name the
+            # data folder it was not given: the same files on a machine with the arrays and on one without.
+            needs_arrays = recorded < planned or not described
+            parameters = {k: v for k, v in job.parameters.items() if needs_arrays or k != "data_root"}
             html = render(job.notebook, profile=args.profile, results_dir=args.results_dir,
-                          parameters=job.parameters, output_dir=job.output_dir)
+                          parameters=parameters, output_dir=job.output_dir)
         except Exception as err:  # a failed notebook must not stop the others; it is named at the end
             kept = relative(job.output_dir / FAILED / f"{job.notebook.stem}_{args.profile}.ipynb")
             # the exception's whole message (what was tried, what to do), indented under the notebook's name

@@ -77,7 +77,7 @@ from lib.notebook import setup
 from lib.studies import common
 from lib.studies import margin_factorial as study
 
-nb = setup(study, globals())  # checks every parameter and loads the data before any compute; says where results go
+nb = setup(study, globals())  # checks every parameter, loads the data a run trains on; says where results go
 settings, configs, store = nb.settings, nb.configs, nb.store
 display(Markdown(
     f"{settings['seeds']} seeds per cell, {settings['dose_seeds']} dose-response seeds, "
@@ -97,7 +97,7 @@ display(Markdown(
 from lib.studies.cff_fidelity import cff_fidelity_table
 from lib.studies.fidelity import as_html
 
-display(as_html(cff_fidelity_table(configs, settings, data_root=data_root)))
+display(as_html(cff_fidelity_table(configs, settings, datasets=nb.datasets)))
 
 # %% [markdown]
 # ## Runs

@@ -87,23 +87,21 @@ from lib.studies import common
 from lib.studies import cross_dataset as study
 from lib.studies.common import plot_ratio_with_ci
 
-nb = setup(study, globals())  # checks every parameter and loads the data before any compute; says where results go
+nb = setup(study, globals())  # checks every parameter, loads the data a run trains on; says where results go
 settings, configs, store = nb.settings, nb.configs, nb.store
-sources, skipped = nb.checked_data  # study.check_data: the datasets found, and those skipped with the reason
+sources, skipped = nb.checked_data  # study.check_data: each dataset's facts, and those skipped with the reason
 display(Markdown(
     f"{len(settings['available'])} datasets x "
     f"{len(settings['margin_modes'])} arms x {settings['seeds']} seeds, stabiliser `{settings['stabilizer']}`, "
     f"L={settings['layers']}, E={settings['embed_dim']}, {settings['epochs']} epochs, "
     f"m0={settings['m0']:g}, m_last={settings['m_last']:g}, τ={settings['temperature']:g}, lr={settings['lr']:g}, "
     f"batch {settings['batch_size']}.  \n"
-    + "".join(f"- `{e}`: {info['source']}"
+    + "".join(f"- `{e}`: {info.describe()}"
               + (f" — stand-in for {study.display_name(study.like(e))}"
                  + (f" ({study.STAND_INS[e]['role']})" if e in study.STAND_INS else "")
                  if study.like(e) != e else "") + "\n"
               for e, info in sources.items())
     + "".join(f"- `{e}`: **skipped** — {study.skip_reason(message)}\n" for e, message in skipped.items())))
-for entry, message in skipped.items():
-    print(f"--- {entry} was skipped; the data layer said:\n{message}")
 
 # %% [markdown]
 # ## Fidelity to the original code
@@ -115,7 +113,7 @@ for entry, message in skipped.items():
 from lib.studies.cff_fidelity import cff_fidelity_table
 from lib.studies.fidelity import as_html
 
-display(as_html(cff_fidelity_table(configs, settings, data_root=data_root)))
+display(as_html(cff_fidelity_table(configs, settings, datasets=nb.datasets)))
 
 # %% [markdown]
 # ## Runs

@@ -86,16 +86,14 @@ import torch
 from IPython.display import Markdown, display
 
 from lib.core.augment import distort
-from lib.core.data import get_dataset
 from lib.notebook import setup
 from lib.studies import common
 from lib.studies import difficulty_sweep as study
 from lib.studies.common import plot_ratio_with_ci
 
-nb = setup(study, globals())  # checks every parameter and loads the data before any compute; says where results go
+nb = setup(study, globals())  # checks every parameter, loads the data a run trains on; says where results go
 settings, configs, store = nb.settings, nb.configs, nb.store
-ds = get_dataset(configs[0].dataset, configs[0].dataset_options, data_root)
-chance = 100 / ds.num_classes
+chance = 100 / nb.dataset(configs[0]).num_classes
 stand_in = None if settings["dataset"] == "svhn" else settings["dataset"]
 display(Markdown(
     (f"`{settings['dataset']}` is **a stand-in for SVHN**. " if stand_in else "")
@@ -114,7 +112,7 @@ display(Markdown(
 from lib.studies.cff_fidelity import cff_fidelity_table
 from lib.studies.fidelity import as_html
 
-display(as_html(cff_fidelity_table(configs, settings, data_root=data_root)))
+display(as_html(cff_fidelity_table(configs, settings, datasets=nb.datasets)))
 
 # %% [markdown]
 # ## What the knob does to a training view
@@ -124,18 +122,20 @@ display(as_html(cff_fidelity_table(configs, settings, data_root=data_root)))
 show = 8
 fig, axes = plt.subplots(len(settings["levels"]), show, figsize=(1.2 * show, 1.25 * len(settings["levels"])),
                          squeeze=False)
+shown_on = ""
 for row, level in zip(axes, settings["levels"]):
     if settings["knob"] == "aug_level":
-        images = distort(ds.x_train[:show], level, torch.Generator().manual_seed(0))
+        originals, shown_on = nb.sample_images(configs[0], show)
+        images = distort(originals, level, torch.Generator().manual_seed(0))
     else:
-        level_config = study.plan({**settings, "levels": [level], "seeds": 1})[0]
-        images = get_dataset(level_config.dataset, level_config.dataset_options, data_root).x_train[:show]
+        images, shown_on = nb.sample_images(study.plan({**settings, "levels": [level], "seeds": 1})[0], show)
     for ax, image in zip(row, images):
         ax.imshow(image.permute(1, 2, 0).squeeze(-1).numpy(), cmap="gray" if image.shape[0] == 1 else None,
                   vmin=0, vmax=255)
         ax.set_xticks([]), ax.set_yticks([])
     row[0].set_ylabel(f"{level:g}", rotation=0, labelpad=15)
-fig.suptitle(f"{settings['knob']} levels (rows), before the standard crop{' and flip' if configs[0].flip else ''}")
+fig.suptitle(f"{settings['knob']} levels (rows), before the standard crop{' and flip' if configs[0].flip else ''}"
+             + shown_on.replace(": ", ":\n", 1))
 plt.show()
 
 # %% [markdown]

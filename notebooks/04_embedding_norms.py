@@ -138,17 +138,18 @@ import seaborn as sns
 from IPython.display import Markdown, display
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from lib.core.data import get_dataset
+from lib.core.dataset_facts import facts_for, label_of
 from lib.notebook import setup
 from lib.ssl.evaluation import ood_label
 from lib.ssl.simulations import simulate_latent_class, simulate_latent_classes, simulate_sphere
 from lib.studies import embedding_norms as study
 
-nb = setup(study, globals())  # checks every parameter and loads the data before any compute; says where results go
+nb = setup(study, globals())  # checks every parameter, loads the data a run trains on; says where results go
 settings, configs, store = nb.settings, nb.configs, nb.store
-datasets = {(c.dataset, str(c.dataset_options)): get_dataset(c.dataset, c.dataset_options, data_root) for c in configs}
-# the OOD runs' unseen sets: the held-out classes (near-OOD, the primary test) first, then the far sets
-unseen = {ood_label(spec): get_dataset(spec["dataset"], spec["dataset_options"], data_root)
+# the datasets' facts (recorded with the runs; read from the arrays only where a run trains), the training sets
+# first, then the OOD runs' unseen sets: the held-out classes (near-OOD, the primary test), then the far sets
+datasets = {label_of(c.dataset, c.dataset_options): nb.dataset(c) for c in configs}
+unseen = {ood_label(spec): facts_for(spec["dataset"], spec["dataset_options"], nb.datasets, data_root)
           for spec in study.unseen_sets(settings)}
 ood_labels = list(unseen)
 near_label = ood_label(study.near_ood_set(settings)) if settings["unseen_classes"] else None
@@ -182,11 +183,11 @@ display(Markdown(
     f"batch {settings['batch_size']}; "
     f"SimCLR loss `{settings['simclr_loss']}`) on `{settings['dataset']}` {settings['dataset_options'] or ''}"
     + (" — **a stand-in for CIFAR**" if stand_in else "") + ".\n\n"
-    + "\n".join(f"- `{name}`: {ds.source}" for (name, _), ds in datasets.items())
+    + "\n".join(f"- `{label}`: {facts.describe()}" for label, facts in datasets.items())
     + f"\n\nOOD runs: trained on the classes other than {settings['unseen_classes']}; unseen sets (test images, "
     "converted to the training data's size and channels):\n\n"
     + "\n".join(f"- `{label}`" + (" (near-OOD: the held-out classes)" if label == near_label else " (far-OOD)")
-                 + f": {ds.source}" for label, ds in unseen.items())))
+                 + f": {facts.describe()}" for label, facts in unseen.items())))
 
 # %% [markdown]
 # ## Fidelity to the original code

@@ -96,18 +96,17 @@ import pandas as pd
 import seaborn as sns
 from IPython.display import Markdown, display
 
-from lib.core.data import get_dataset
 from lib.notebook import setup
 from lib.studies import flatnce_batch as study
 
-nb = setup(study, globals())  # checks every parameter and loads the data before any compute; says where results go
+nb = setup(study, globals())  # checks every parameter, loads the data a run trains on; says where results go
 settings, configs, store = nb.settings, nb.configs, nb.store
-ds = get_dataset(configs[0].dataset, configs[0].dataset_options, data_root)
-train_images = study.check_batch_sizes(settings, len(ds.y_train))  # a batch larger than the data fails here
+data = nb.dataset(configs[0])  # its facts: recorded with the runs; read from the arrays only where a run trains
+train_images = study.check_batch_sizes(settings, data.train_images)  # a batch larger than the data fails here
 paper = study.PROFILES["paper"]
 scale = pd.DataFrame([
     ("data", (f"{settings['dataset']} {settings['dataset_options'] or ''}: {train_images} training, "
-              f"{len(ds.y_test)} test images"), "CIFAR-10: 50,000 training, 10,000 test images"),
+              f"{data.test_images} test images"), "CIFAR-10: 50,000 training, 10,000 test images"),
     ("backbone", f"ResNet-18, width {settings['width_multiplier']:g} "
                  f"({round(64 * settings['width_multiplier']) * 8} features)",
      "ResNet-18 (--model res18), width 1 (512 features)"),
@@ -144,7 +143,7 @@ if settings["profile"] != "paper":
 from lib.studies.fidelity import as_html
 from lib.studies.flat_fidelity import flat_fidelity_table
 
-display(as_html(flat_fidelity_table(configs, settings, data_root=data_root)))
+display(as_html(flat_fidelity_table(configs, settings, datasets=nb.datasets)))
 
 # %% [markdown]
 # ## Runs
@@ -180,7 +179,7 @@ for (rule, metric), ax in g.axes_dict.items():
     seeds_here = long[(long.metric == metric) & (long.lr_rule == rule)]
     sns.stripplot(data=seeds_here, x="batch_size", y="accuracy", hue="loss", native_scale=True, alpha=0.4, size=4,
                   legend=False, ax=ax)
-    ax.axhline(100 / ds.num_classes, color="grey", linestyle=":")
+    ax.axhline(100 / data.num_classes, color="grey", linestyle=":")
     ax.set(xscale="log", xlabel="batch size N (log2 axis)", ylabel="top-1 test accuracy (%)", title=f"{rule}\n{metric}")
     ax.set_xscale("log", base=2)
     ax.set_xticks(settings["batch_sizes"], labels=[str(b) for b in settings["batch_sizes"]])

@@ -82,7 +82,7 @@ from lib.collapse.theory import fast_rate, slow_rate
 from lib.notebook import setup
 from lib.studies import stop_gradient as study
 
-# checks every parameter and loads the data before any compute; says where results go
+# checks every parameter, loads the data a run trains on; says where results go
 nb = setup(study, globals(), precision=4)
 settings, configs, store = nb.settings, nb.configs, nb.store
 display(Markdown(

@@ -17,6 +17,7 @@ import pytest
 from scipy.special import betainc, stdtr
 
 from lib.core import stats
+from lib.core.dataset_facts import DatasetFacts
 from lib.studies import common, cross_dataset, difficulty_sweep, margin_factorial
 from tests.conftest import brown_forsythe_reference
 
@@ -353,7 +354,8 @@ def s2() -> dict:
 
 
 # 1280 images: 128 held out, 1152 = 9 full batches of the smoke profile's 128
-SOURCES = {"shapes10": dict(num_classes=10, train_images=1280), "shapes100": dict(num_classes=100, train_images=1280)}
+SOURCES = {entry: DatasetFacts(entry, "shapes", {"num_classes": k}, "procedural shapes", 1280, 256, k, 16, 3,
+                               (0.5,) * 3, (0.2,) * 3) for entry, k in (("shapes10", 10), ("shapes100", 100))}
 
 
 def hypergeometric_density(n: int, k: int, m: int) -> float:

@@ -2,11 +2,14 @@
 import os
 import shutil
 import sys
+import uuid
+from pathlib import Path
 
 import nbformat
 import pytest
 
 from lib import PROJECT_ROOT, run_all
+from tests.conftest import SHARED_DATA
 
 CPU_RENDER = "01_margin_factorial_cpu"
 
@@ -18,10 +21,38 @@ def results(tmp_path):
     return tmp_path / "results"
 
 
+def test_recorded_runs_render_the_same_files_with_and_without_the_arrays(monkeypatch, capsys):
+    """Every shipped cpu run of study 1 is recorded and its datasets are described (results/datasets): rendered
+    with no data folder at all, then with the real subsets where they are here (else a folder that does not
+    exist), the render reads no arrays, names no data folder and gives the same bytes. (In a results folder of
+    its own under the ignored .cache/, so that the paths it prints lie under the project root.)"""
+    monkeypatch.delenv("DATA_ROOT", raising=False)
+    monkeypatch.setenv("TORCHVISION_CACHE", str(PROJECT_ROOT / ".cache" / "no_torchvision_cache"))
+    results_dir = Path(".cache") / f"test-no-arrays-{uuid.uuid4().hex[:8]}" / "results"
+    results = PROJECT_ROOT / results_dir
+    try:
+        for part in ("runs/01_margin_factorial/cpu", "datasets"):
+            shutil.copytree(PROJECT_ROOT / "results" / part, results / part)
+        copies = []
+        for data_root in ([], ["--data-root", str(SHARED_DATA if SHARED_DATA.is_dir() else results / "no_data")]):
+            command = ["--only", "01", "--profile", "cpu", "--results-dir", str(results_dir), *data_root]
+            assert run_all.main(command) == 0
+            assert "nothing to train" in capsys.readouterr().out
+            copies.append({s: (results / "notebooks" / f"{CPU_RENDER}.{s}").read_bytes() for s in ("ipynb", "html")})
+        assert copies[0] == copies[1]
+        rendered = nbformat.reads(copies[0]["ipynb"].decode(), as_version=4)
+        assert b"nothing here needs the arrays" in copies[0]["ipynb"]
+        assert "data_root" not in rendered.metadata["papermill"]["parameters"]
+    finally:
+        shutil.rmtree(results.parent, ignore_errors=True)
+
+
 def test_a_failed_render_leaves_the_shipped_render_byte_identical(results, tmp_path, monkeypatch, capsys):
-    """The issue's case: the cpu profile on a machine without its data fails in the notebook's setup."""
+    """A render that needs the arrays (here: its datasets' facts were never recorded) on a machine without them
+    fails in the notebook's setup, and the shipped render stays."""
     monkeypatch.setenv("TORCHVISION_CACHE", str(tmp_path / "no_cache"))  # inherited by the kernel
     monkeypatch.delenv("DATA_ROOT", raising=False)
+    (results / "datasets" / "01_margin_factorial_cpu.json").unlink()
     shipped = {s: (results / "notebooks" / f"{CPU_RENDER}.{s}").read_bytes() for s in ("ipynb", "html")}
     code = run_all.main(["--only", "01", "--profile", "cpu", "--data-root", str(tmp_path / "no_data"),
                          "--results-dir", str(results)])
@@ -144,3 +175,15 @@ def test_the_render_kernel_is_started_with_numpy_held(monkeypatch):
     _, launch = asyncio.run(run_all.LocalKernelManager(kernel_name="python3")._async_pre_start_kernel())
     assert launch["env"][run_all.NUMPY_HOLD] == "PLANTED"
     assert launch["env"]["PATH"] == os.environ["PATH"]
+
+
+@pytest.mark.parametrize("profile", ["quick", "cpu"])
+def test_every_shipped_render_is_recorded_and_described_so_a_clone_needs_no_arrays(profile, monkeypatch):
+    """What lets a fresh clone re-render the shipped results without any data: each study's plan at the profile
+    has a finished record for every run and recorded facts for every dataset it reads."""
+    monkeypatch.delenv("DATA_ROOT", raising=False)
+    monkeypatch.setenv("TORCHVISION_CACHE", str(PROJECT_ROOT / ".cache" / "no_torchvision_cache"))
+    for study in run_all.STUDIES.values():
+        job = run_all.plan_job(study, profile=profile, results_dir="results", parameters={})
+        recorded, planned, described = run_all.recorded_of_plan(job, study, profile=profile, results_dir="results")
+        assert (recorded, described) == (planned, True), study.name

@@ -180,14 +180,17 @@ def cff_step(model: CFFViT, optimizer: torch.optim.Optimizer, views: torch.Tenso
                         grad_norms.double().cpu()])
 
 
+def split_sizes(n: int, c: CFFConfig) -> tuple[int, int]:
+    """How many of a training split of ``n`` images the run trains on and holds out (:func:`split_indices`)."""
+    n_val = max(1, round(c.val_fraction * n))
+    return (min(n - n_val, c.train_subset) if c.train_subset else n - n_val), n_val
+
+
 def split_indices(ds: ImageDataset, c: CFFConfig, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """The run's (train, validation) indices into the training split: a per-seed random 10% held out."""
     order = torch.randperm(len(ds.y_train), generator=generator)
-    n_val = max(1, round(c.val_fraction * len(order)))
-    val_idx, train_idx = order[:n_val], order[n_val:]
-    if c.train_subset:
-        train_idx = train_idx[: c.train_subset]
-    return train_idx, val_idx
+    n_train, n_val = split_sizes(len(order), c)
+    return order[n_val:n_val + n_train], order[:n_val]
 
 
 def new_model(ds: ImageDataset, c: CFFConfig, device: str | torch.device = "cpu") -> CFFViT:

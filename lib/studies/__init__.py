@@ -54,7 +54,8 @@ class Study:
     number: str  # "01"
     notebook: str  # file stem under notebooks/
     module: ModuleType  # a StudyModule
-    # check_data(settings, data_root) -> (sources, skipped): loads the data and may narrow the plan
+    # check_data(settings, data_root, known) -> (facts, skipped): describes the data (loading what it must) and may
+    # narrow the plan
     check_data: Callable | None = None
 
     @property

@@ -16,12 +16,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pandas as pd
-import torch
 
 from lib.cff.diagnostics import expected_positive_pair_density
-from lib.cff.training import CFFConfig, split_indices
+from lib.cff.training import CFFConfig, split_sizes
 from lib.core import params
-from lib.core.data import DATASETS, data_shape, get_dataset, num_classes
+from lib.core.data import DATASETS, data_shape, num_classes
+from lib.core.dataset_facts import DatasetFacts, facts_for
 from lib.studies.fidelity import PROFILE_REASONS, STAND_INS, constants, fidelity_frame, row, scale_reason, shown
 
 ORIGINAL_FILES = ("main_CFF.py", "utils.py", "models/vit.py", "losses.py")  # the files of CFF's code we read
@@ -186,14 +186,13 @@ def _model_and_training_rows(c: CFFConfig, configs: Sequence[CFFConfig], scale: 
     ]
 
 
-def _dataset_rows(c: CFFConfig, data_root: str | None, scale: str, reduced: bool) -> list[dict]:
+def _dataset_rows(c: CFFConfig, facts: DatasetFacts, scale: str, reduced: bool) -> list[dict]:
     """Rows of one dataset: its images, augmentation, normalisation, positives per anchor and test metric."""
     name, options = c.dataset, c.dataset_options
     classes = num_classes(name, options)
     label = DATASETS[name].display_name + (f", {classes} classes" if DATASETS[name].options else "")
     size, channels = data_shape(name, options)
-    ds = get_dataset(name, options, data_root)
-    train_idx, _ = split_indices(ds, c, torch.Generator().manual_seed(c.seed))
+    n_train, _ = split_sizes(facts.train_images, c)
     info = DATASETS[name]
     if c.normalization == "subset":
         normalization = "the loaded subset's own statistics"
@@ -201,7 +200,7 @@ def _dataset_rows(c: CFFConfig, data_root: str | None, scale: str, reduced: bool
         normalization = "the dataset's own statistics"
     else:  # read from the registry, so a changed constant shows up against CFF's
         normalization = constants(info.norm_mean, info.norm_std)
-    ours = dict(images=f"{len(train_idx):,} train / {len(ds.y_test):,} test",
+    ours = dict(images=f"{n_train:,} train / {facts.test_images:,} test",
                 shape=f"{size}×{size}×{channels}, {(size // c.patch) ** 2} tokens",
                 augmentation=_augmentation(c.padding, c.flip), normalization=normalization,
                 positives=f"{expected_positive_pair_density(c.batch_size, classes):.0f}",
@@ -243,12 +242,13 @@ def _dataset_rows(c: CFFConfig, data_root: str | None, scale: str, reduced: bool
 
 
 def cff_fidelity_table(configs: CFFConfig | Sequence[CFFConfig], settings: dict | None = None, *,
-                       data_root: str | None = None) -> pd.DataFrame:
+                       datasets: dict | None = None, data_root: str | None = None) -> pd.DataFrame:
     """The fidelity table of a CFF study's runs against CFF's original code (module docstring).
 
     The first config gives the model, training and evaluation rows; the factor rows (margin modes,
     stabilisers, augmentation levels) list the values across ``configs``; each dataset among them gets
-    its own rows (its data is loaded through ``lib.core.data.get_dataset`` from ``data_root``, once per process).
+    its own rows, from its facts in ``datasets`` (a notebook's ``nb.datasets``), else from the dataset loaded from
+    ``data_root`` (:func:`lib.core.dataset_facts.facts_for`).
     ``settings`` (a study's resolved settings) names the profile, whose reason is given for differences
     of scale.
     """
@@ -262,5 +262,7 @@ def cff_fidelity_table(configs: CFFConfig | Sequence[CFFConfig], settings: dict 
     # each dataset's first config; a generator's class count makes a dataset of its own (positive-pair density)
     firsts = {(c.dataset, num_classes(c.dataset, c.dataset_options)): c for c in reversed(configs)}
     for key in dict.fromkeys((c.dataset, num_classes(c.dataset, c.dataset_options)) for c in configs):
-        rows += _dataset_rows(firsts[key], data_root, scale, reduced)
+        first = firsts[key]
+        rows += _dataset_rows(first, facts_for(first.dataset, first.dataset_options, datasets, data_root), scale,
+                              reduced)
     return fidelity_frame(rows)

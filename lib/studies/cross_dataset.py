@@ -26,6 +26,7 @@ from lib.cff.training import CFFConfig, train_cff
 from lib.core import params, settings, verdicts
 from lib.core.config import as_dict
 from lib.core.data import DATASETS, DatasetNotFoundError, get_dataset
+from lib.core.dataset_facts import DatasetFacts, facts_of, label_of
 from lib.core.settings import setting
 from lib.studies import common
 from lib.studies.common import sweep_options  # noqa: F401  (run_sweep's options: part of every study's interface)
@@ -152,16 +153,21 @@ def like(entry: str) -> str:
     return STAND_INS[entry]["like"] if entry in STAND_INS else REAL_STAND_INS.get(entry, entry)
 
 
-def check_data(s: dict, data_root: str | None) -> tuple[dict, dict]:
-    """Load every dataset entry before any training: ``(sources, skipped)``, both keyed by entry.
+def check_data(s: dict, data_root: str | None, known: dict[str, DatasetFacts] | None = None) -> tuple[dict, dict]:
+    """Describe every dataset entry before any training: ``(facts, skipped)``, both keyed by entry.
 
-    A missing real dataset raises the data layer's :class:`DatasetNotFoundError` unless
-    ``skip_missing``; then it is left out and ``skipped`` holds the data layer's message. Entries
-    that load are kept in ``s["available"]``, which :func:`plan` runs.
+    An entry whose dataset is in ``known`` (facts recorded with runs that need no training: lib.run.datasets) is
+    described from them; any other is loaded. A missing real dataset raises the data layer's
+    :class:`DatasetNotFoundError` unless ``skip_missing``; then it is left out and ``skipped`` holds the data
+    layer's message. Entries described are kept in ``s["available"]``, which :func:`plan` runs.
     """
-    sources, skipped = {}, {}
+    facts, skipped = {}, {}
     for entry in s["datasets"]:
         name, options = dataset_spec(entry, s)
+        label = label_of(name, options)
+        if known and label in known:
+            facts[entry] = known[label]
+            continue
         try:
             ds = get_dataset(name, options, data_root)
         except DatasetNotFoundError as err:
@@ -169,18 +175,18 @@ def check_data(s: dict, data_root: str | None) -> tuple[dict, dict]:
                 raise
             skipped[entry] = str(err)
             continue
-        sources[entry] = dict(source=ds.source, num_classes=ds.num_classes, image_size=ds.image_size,
-                              channels=ds.channels, train_images=len(ds.y_train))
-    s["available"] = [e for e in s["datasets"] if e in sources]
+        facts[entry] = facts_of(ds, label, options)
+    s["available"] = [e for e in s["datasets"] if e in facts]
     if not s["available"]:
         params.fail("datasets", s["datasets"], "at least one dataset that can be loaded (every one was skipped)")
-    return sources, skipped
+    return facts, skipped
 
 
 def skip_reason(message: str) -> str:
-    """One line from the data layer's DatasetNotFoundError message, for a table cell."""
+    """One line from the data layer's DatasetNotFoundError message, for a table cell and the notebook's list (the
+    paths it tried are the machine's, and a render shows none: lib.run_all prints the whole message)."""
     return (message.splitlines()[0].removesuffix(" Tried:").rstrip(".")
-            + " (the notebook's output says where it was looked for)")
+            + " (set data_root to a folder holding its .npz, or download=True, to run it)")
 
 
 def plan(s: dict) -> list[CFFConfig]:
@@ -215,14 +221,14 @@ def analyze(runs: pd.DataFrame, s: dict, sources: dict) -> pd.DataFrame:
         sub = runs[runs.dataset == entry]
         ok = sub[sub.status == "ok"]
         info = sources[entry]
-        row = dict(dataset=entry, like=like(entry), classes=info["num_classes"], runs_ok=len(ok),
+        row = dict(dataset=entry, like=like(entry), classes=info.num_classes, runs_ok=len(ok),
                    runs_not_ok=len(sub) - len(ok))
         for mode in ("clamp", "subtract"):
             arm = ok[ok.margin_mode == mode]
             row[f"top1_{mode}"] = 100 * arm.top1.mean()
             row[f"sd_{mode}"] = 100 * arm.top1.std()
             # CFF's code reports top-5 for CIFAR-100; for 10 classes it says little
-            row[f"top5_{mode}"] = 100 * arm.top5.mean() if info["num_classes"] > 10 else np.nan
+            row[f"top5_{mode}"] = 100 * arm.top5.mean() if info.num_classes > 10 else np.nan
             row[f"car0_{mode}"] = 100 * arm.car_layer0.mean()
         arms = common.compare_margin_arms(ok)
         variance = arms["variance"] if arms else {}
@@ -230,13 +236,13 @@ def analyze(runs: pd.DataFrame, s: dict, sources: dict) -> pd.DataFrame:
             row[key] = variance.get(key, np.nan)
         row["welch_p"] = arms["welch"].p_value if arms else np.nan
         # CFF's code calls top-5 "accuracy" on CIFAR-100, so the paper's VR may be of top-5 [code]
-        top5 = common.compare_margin_arms(ok, metric="top5") if info["num_classes"] > 10 else None
+        top5 = common.compare_margin_arms(ok, metric="top5") if info.num_classes > 10 else None
         for key in ("vr", "f_p", "ci_low", "ci_high"):
             row[f"{key}_top5"] = top5["variance"][key] if top5 else np.nan
         row["density_measured"] = ok.positive_pair_density.mean()
-        row["density_expected"] = expected_run_density(info["train_images"], s["batch_size"], info["num_classes"],
+        row["density_expected"] = expected_run_density(info.train_images, s["batch_size"], info.num_classes,
                                                        s["train_subset"])
-        row["density_balanced"] = expected_positive_pair_density(s["batch_size"], info["num_classes"])
+        row["density_balanced"] = expected_positive_pair_density(s["batch_size"], info.num_classes)
         rows.append(row)
     return pd.DataFrame(rows).merge(common.final_epoch_columns(runs, "dataset"), on="dataset", how="left")
 

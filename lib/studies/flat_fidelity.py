@@ -7,10 +7,11 @@ import torch
 
 from lib.core import params
 from lib.core.augment import draw_simclr_params
-from lib.core.data import DATASETS, data_shape, get_dataset
+from lib.core.data import DATASETS, data_shape
+from lib.core.dataset_facts import facts_for
 from lib.core.optim import LARS, lr_formula, scaled_lr
 from lib.ssl.resnet import BasicBlock
-from lib.ssl.training import SSLConfig, build_model, training_indices
+from lib.ssl.training import SSLConfig, build_model
 from lib.studies.fidelity import STAND_INS, constants, fidelity_frame, row, scale_reason
 from lib.studies.flatnce_batch import LR_RULES
 
@@ -61,26 +62,30 @@ def _flat_lr_rows(rule: str, lr: float, batches: list[int]) -> list[dict]:
     ]
 
 
-def flat_fidelity_table(configs, settings: dict | None = None, *, data_root: str | None = None) -> pd.DataFrame:
+def flat_fidelity_table(configs, settings: dict | None = None, *, datasets: dict | None = None,
+                        data_root: str | None = None) -> pd.DataFrame:
     """Study 5's runs against FLAT's code (Junya-Chen/FlatCLR, :data:`FLAT_FILES`): one row per setting
     with :data:`COLUMNS`, built from the run configs (``lib.studies.flatnce_batch.plan``) and from the
     network and optimiser they build, so a changed parameter shows up as a difference.
 
     The first config gives the model, training and evaluation rows; the losses, batch sizes and seeds
-    are read across ``configs``. Its dataset is loaded (``lib.core.data.get_dataset`` from ``data_root``) for
-    the image count and the input statistics. ``settings`` names the profile, whose reason is given
-    for differences of scale. Where FLAT's code leaves a setting to the command line, the original is
-    its default in ``main.py``.
+    are read across ``configs``. The image count and the input statistics are its dataset's facts in
+    ``datasets`` (a notebook's ``nb.datasets``), else those of the dataset loaded from ``data_root``. ``settings``
+    names the profile, whose reason is given for differences of scale. Where FLAT's code leaves a setting to the
+    command line, the original is its default in ``main.py``.
     """
     import inspect
 
     configs = [configs] if isinstance(configs, SSLConfig) else list(configs)
-    if not configs or not all(isinstance(c, SSLConfig) and c.method == "simclr" for c in configs):
-        params.fail("configs", configs, "a SimCLR SSLConfig or a non-empty list of them")
+    if not configs or not all(isinstance(c, SSLConfig) and c.method == "simclr" and not c.train_classes
+                              and not c.imbalance_base for c in configs):
+        params.fail("configs", configs, "a SimCLR SSLConfig or a non-empty list of them, on whole classes (no "
+                                        "train_classes, no imbalance_base: study 5's runs)")
     c = configs[0]
     profile = (settings or {}).get("profile")
     scale = scale_reason(profile)
-    ds = get_dataset(c.dataset, c.dataset_options, data_root)
+    ds = facts_for(c.dataset, c.dataset_options, datasets, data_root)
+    training_images = min(c.train_subset, ds.train_images) if c.train_subset else ds.train_images
     size, channels = data_shape(c.dataset, c.dataset_options)
     model = build_model(c, channels)
     d = model.feature_dim
@@ -161,7 +166,7 @@ def flat_fidelity_table(configs, settings: dict | None = None, *, data_root: str
         row("precision", "fp32", "fp32", "main.py (--fp16_precision, off by default); flatclr.py (autocast)",
              "[code]"),
         # the data and its augmentation
-        row("training images", f"{len(training_indices(c, ds)):,} ({DATASETS[c.dataset].display_name})",
+        row("training images", f"{training_images:,} ({DATASETS[c.dataset].display_name})",
              "50,000 (CIFAR-10)", "main.py (ContrastiveLearningDataset); data_aug/contrastive_learning_dataset.py",
              "[code]", data_reason),
         row("crop", f"RandomResizedCrop({size}), scale ({c.crop_min_scale:g}, 1), ratio (3/4, 4/3)",
