@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import html
 import json
 import re
 from dataclasses import dataclass, field
@@ -36,7 +35,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from lib import PROJECT_ROOT, explore
-from lib.core import dataset_facts, params, verdicts
+from lib.core import dataset_facts, params, verdict_html, verdicts
 from lib.core.config import as_dict
 from lib.core.data import DATASETS, get_dataset, load_datasets
 from lib.core.progress import INJECTED_CELL
@@ -293,9 +292,13 @@ class Setup:
         return get_dataset("digits").x_train[:count], note
 
     def first_screen(self) -> str:
-        """The line a reader meets under the title: the profile, the data this run uses and the paper's."""
+        """The line a reader meets under the title: the profile, the data this run uses (a real dataset's training
+        images: the subsets of the cpu profile say so) and the paper's."""
         names = sorted({as_dict(c).get("dataset", "") for c in self.configs} - {""})
-        here = ", ".join(DATASETS[n].display_name if n in DATASETS else n for n in names) or "no dataset"
+        sizes = {f.name: f.train_images for f in self.datasets.values()
+                 if f.name in names and not f.options and DATASETS[f.name].fetched}
+        here = ", ".join((DATASETS[n].display_name if n in DATASETS else n)
+                         + (f" ({sizes[n]:,} training images)" if n in sizes else "") for n in names) or "no dataset"
         return (f"**Profile `{self.settings['profile']}`** on {here}; the paper's data: "
                 f"{self.study.module.PAPER_DATA}.")
 
@@ -357,38 +360,42 @@ class Setup:
 
 
 # The verdict tables' look in a rendered notebook: each row marked with its verdict's colour (lib.core.verdicts.COLOURS,
-# as in the report), checks shaded apart; on a narrow screen every row becomes a card, its verdict in view.
+# as in the report), checks shaded apart, an arm's heading across the table, the central claim framed, a cell's
+# short values kept on one line; on a narrow screen every row becomes a card, its verdict in view.
 VERDICT_STYLE = "".join(
     [".verdict-table td.verdict { font-weight: 600; }",
-     ".verdict-table tr.check td { background: #fafcff; color: #444; }"]
+     ".verdict-table tr.check td { background: #fafcff; color: #444; }",
+     ".verdict-table td.n, .verdict-table td.p, .verdict-table td.p_holm, .verdict-table td.power,"
+     " .verdict-table td.ci_level { white-space: nowrap; }",
+     ".verdict-table tr.arm td { background: #eef2f7; font-weight: 600; }",
+     ".verdict-table tr.central td { border-top: 2px solid #333; border-bottom: 2px solid #333; }"]
     + [f".verdict-table tr.{css} td.verdict {{ border-left: 6px solid {colour}; }}"
        for css, colour in verdicts.COLOURS.items()]
     + ["@media (max-width: 40rem) { .verdict-table, .verdict-table tbody, .verdict-table tr, .verdict-table td "
        "{ display: block; } .verdict-table thead { display: none; } .verdict-table td { padding: 0.1rem 0.4rem; }"
        " .verdict-table tr { display: flex; flex-direction: column; border-top: 2px solid #999; }"
        " .verdict-table td.quantity { order: -2; font-weight: 600; } .verdict-table td.verdict { order: -1; }"
-       " .verdict-table td::before { content: attr(data-label) \": \"; color: #666; font-weight: normal; } }"])
+       " .verdict-table td::before { content: attr(data-label) \": \"; color: #666; font-weight: normal; }"
+       " .verdict-table tr.arm td::before { content: none; }"
+       " .verdict-table tr.central td { border-top: none; border-bottom: none; }"
+       " .verdict-table tr.central { border: 2px solid #333; } }"])
 
 
-def verdict_table_html(frame: pd.DataFrame) -> str:
-    """A table of lib.core.verdicts (:func:`lib.core.verdicts.table`) as a reader sees it: the columns of
-    :data:`lib.core.verdicts.SHOWN`, no index, each row coloured by its verdict (the report's colours)."""
+def verdict_table_html(frame: pd.DataFrame, central: str | None = None) -> str:
+    """A table of lib.core.verdicts (:func:`lib.core.verdicts.table`) as a reader sees it
+    (:func:`lib.core.verdict_html.table_html`): the columns of :data:`lib.core.verdicts.SHOWN`, no index, each row
+    coloured by its verdict (the report's colours), ``central`` (the study's ``HEADLINE``) marked."""
     columns = [c for c in verdicts.SHOWN if c in frame]
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    rows = "".join(
-        f'<tr class="{verdicts.css_class(str(row["verdict"])) or "other"}">'
-        + "".join(f'<td class="{c}" data-label="{c}">{html.escape(str(row[c]))}</td>' for c in columns) + "</tr>"
-        for _, row in frame.iterrows())
-    return (f"<style>{VERDICT_STYLE}</style><div style=\"overflow-x: auto\"><table class=\"verdict-table\">"
-            f"<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>")
+    return (f"<style>{VERDICT_STYLE}</style><div style=\"overflow-x: auto\">"
+            f"{verdict_html.table_html(frame, columns, central=central)}</div>")
 
 
-def frame_html(frame: pd.DataFrame) -> str:
-    """A table as the notebooks show it: a verdict table (:func:`verdict_table_html`) coloured by verdict; any
-    other, pandas' own HTML, without the index column where the index is only the row numbers 0..n-1 (a
-    RangeIndex without a name says nothing to a reader)."""
+def frame_html(frame: pd.DataFrame, central: str | None = None) -> str:
+    """A table as the notebooks show it: a verdict table (:func:`verdict_table_html`, ``central`` marked) coloured by
+    verdict; any other, pandas' own HTML, without the index column where the index is only the row numbers 0..n-1
+    (a RangeIndex without a name says nothing to a reader)."""
     if {"verdict", "kind", "power"} <= set(frame.columns):
-        return verdict_table_html(frame)
+        return verdict_table_html(frame, central)
     if isinstance(frame.index, pd.RangeIndex) and frame.index.name is None:
         return frame.to_html(index=False, max_rows=pd.get_option("display.max_rows"),
                              max_cols=pd.get_option("display.max_columns"), notebook=True, border=0)
@@ -425,7 +432,9 @@ def setup(module: ModuleType, namespace: dict, *, precision: int = 3) -> Setup:
     pd.set_option("display.max_colwidth", None)  # verdicts are sentences: never cut them
     shell = get_ipython()
     if shell is not None:  # tables indexed by row number show no index column
-        shell.display_formatter.formatters["text/html"].for_type(pd.DataFrame, frame_html)
+        central = getattr(module, "HEADLINE", None)
+        shell.display_formatter.formatters["text/html"].for_type(pd.DataFrame,
+                                                                 lambda frame: frame_html(frame, central))
     nb = Setup(study, settings, configs, store, variant, changes, reused, facts, checked, data_root,
                namespace.get("results_dir", "results"), to_train)
     display(Markdown(nb.header()), metadata={HEADER: True})  # the reader's copy lifts its first line to the top

@@ -145,8 +145,8 @@ def first_screen(nb: nbformat.NotebookNode) -> str | None:
 
 def findings_first(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """The reader's order: under the title (the first line of the first, markdown, cell) the run's profile and
-    data (:func:`first_screen`), a ``coverage`` banner (:func:`stamp`), then the cells tagged ``findings``; the
-    rest of the title cell follows."""
+    data (:func:`first_screen`, then left out of the header it came from), a ``coverage`` banner (:func:`stamp`),
+    then the cells tagged ``findings``; the rest of the title cell follows."""
     findings = [c for c in nb.cells if {FINDINGS, COVERAGE} & set(c.metadata.get("tags", []))]
     findings.sort(key=lambda c: COVERAGE not in c.metadata.get("tags", []))  # the banner before the findings
     if not findings:
@@ -160,6 +160,12 @@ def findings_first(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
         intro.insert(0, nbformat.v4.new_markdown_cell(body.strip("\n"), id=f"{title.id}-intro"))
         title = nbformat.v4.new_markdown_cell(heading, id=title.id)
     lead = [nbformat.v4.new_markdown_cell(screen, id=f"{title.id}-screen")] if screen else []
+    if screen:  # the line now leads the copy: the set-up header below goes on from its second line
+        for cell in intro:
+            for output in cell.get("outputs", []):
+                if output.get("metadata", {}).get(HEADER):
+                    text = output["data"]["text/markdown"]
+                    output["data"]["text/markdown"] = text.split("\n", 1)[1] if "\n" in text else ""
     nb.cells = [title, *lead, *copy.deepcopy(findings), *intro]
     return nb
 

@@ -46,6 +46,7 @@ import nbformat
 import pandas as pd
 
 from lib import PROJECT_ROOT
+from lib.core import verdict_html
 from lib.core.params import ParameterError
 from lib.core.settings import literal
 from lib.core.verdicts import COLOURS, css_class
@@ -84,8 +85,13 @@ table { border-collapse: collapse; margin: 0.6rem 0; font-size: 0.9rem; }
 th, td { border: 1px solid #ccc; padding: 0.3rem 0.5rem; text-align: left; vertical-align: top; }
 th { background: #f3f3f3; } img { max-width: 100%; border: 1px solid #eee; }
 .meta { color: #555; font-size: 0.85rem; margin: 0.2rem 0; } .scroll { overflow-x: auto; }
-table.summary { width: 100%; font-size: 0.85rem; } .summary td.study { white-space: nowrap; }
-.summary th.q { width: 30%; } .summary th.finding { width: 36%; } .summary th.verdicts { width: 22%; }
+table.summary { width: 100%; font-size: 0.85rem; } .summary td.study a { white-space: nowrap; }
+.summary th.study { width: 18%; } .summary th.q { width: 24%; } .summary th.finding { width: 38%; }
+.summary th.verdicts { width: 20%; }
+.verdicts td.n, .verdicts td.p_holm, .verdicts td.power { white-space: nowrap; }
+tr.arm td { background: #eef2f7; font-weight: 600; } tr.central td { border-top: 2px solid #333; }
+.flag { white-space: nowrap; } .finding .badge { white-space: normal; }
+details.meta { margin: 0.2rem 0 0.6rem; } details.meta summary { cursor: pointer; }
 .badge { display: inline-block; border-radius: 0.6rem; padding: 0 0.45rem; margin: 0.1rem 0.1rem 0.1rem 0;
   font-size: 0.78rem; white-space: nowrap; border: 1px solid transparent; }
 .badge.superseded { background: #fff; color: #777; border-color: #bbb; }
@@ -101,10 +107,14 @@ tr.check td { background: #fafcff; }
   table.summary td { border: none; padding: 0.1rem 0.4rem; } .summary td.study { white-space: normal; }
   .summary td.study div.meta { display: inline; margin-left: 0.4rem; }
   table.verdicts, table.verdicts tbody, table.verdicts tr, table.verdicts td { display: block; }
-  table.verdicts tr:first-child { display: none; } table.verdicts tr { border-top: 2px solid #999; }
+  table.verdicts thead { display: none; } table.verdicts tr { border-top: 2px solid #999; }
   table.verdicts td { border: none; padding: 0.1rem 0.4rem; } table.verdicts td.quantity { font-weight: 600; }
   table.verdicts td::before { content: attr(data-label) ": "; color: #666; font-weight: normal; }
-  table.verdicts td.quantity::before { content: none; }
+  table.verdicts td.quantity::before, table.verdicts tr.arm td::before { content: none; }
+  table.decide, table.decide tbody, table.decide tr, table.decide td { display: block; width: auto; }
+  table.decide tr:first-child { display: none; } table.decide tr { border: 1px solid #ccc; margin-bottom: 0.5rem; }
+  table.decide td { border: none; padding: 0.1rem 0.4rem; }
+  table.decide td::before { content: attr(data-label) ": "; color: #666; }
 }
 """
 DARK = ("reproduced", "contradicted")  # badges whose colour wants white text
@@ -356,7 +366,8 @@ def headline(frame: pd.DataFrame, module) -> str:
     power = (f'; power {html.escape(row.power)} at the paper\'s value, {html.escape(row.n)} seeds'
              if row.get("power", "–") not in ("", "–") else "")
     return (f'<span class="badge {row.css}" title="{html.escape(row.verdict)}">{html.escape(row.verdict)}</span> '
-            f"{html.escape(row.quantity)}: <b>{html.escape(row.ours)}</b> (paper: {html.escape(row.paper)}){power}")
+            f"{html.escape(verdict_html.human(row.quantity))}: ours <b>{html.escape(row.ours)}</b>; the paper's: "
+            f"{html.escape(row.paper)}{power}")
 
 
 def training_images(results: Path, study: str, profile: str) -> list[int]:
@@ -436,11 +447,23 @@ def summary(results: Path, shown_by_study: dict[str, tuple[str, list[str]]]) -> 
             f'<td class="finding">{headline(frame, module) if frame is not None and len(frame) else "no verdicts"}'
             f'{stale}</td>'
             f'<td class="verdicts">{badges(frame) if frame is not None else ""}</td></tr>')
-    return ('<table class="summary"><tr><th>study</th><th class="q">question</th><th class="finding">central claim '
+    return ('<table class="summary"><tr><th class="study">study</th><th class="q">question</th>'
+            '<th class="finding">central claim '
             '(ours with its interval at the level it is tested at, the paper\'s, the power to see it; a verdict '
             'speaks for the scale under the study\'s name, not for the paper\'s)'
             '</th><th class="verdicts">all rows</th></tr>'
             + "".join(rows) + "</table>")
+
+
+def command_html(command: str) -> str:
+    """A command (already HTML-escaped) whose line may break between its options but never inside one: each option
+    with its values in a span that does not wrap."""
+    groups: list[list[str]] = [[]]
+    for token in command.split(" "):
+        if token.startswith("-") and groups[-1]:
+            groups.append([])
+        groups[-1].append(token)
+    return " ".join(f'<span class="flag">{" ".join(group)}</span>' for group in groups)
 
 
 def study_number(study: str) -> str:
@@ -470,13 +493,16 @@ def to_decide(results: Path, shown_by_study: dict[str, tuple[str, list[str]]]) -
                     continue
                 hours = ("time per run unknown (no records of this plan)" if cost["run_hours"] is None else
                          f"≈ {cost['run_hours']:.3g} run-hours at {cost['seconds_per_run']:.0f} s per run")
-                cells.append(f"<code>python -m lib.dispatch {study_number(study)} --profile {profile} "
-                             f"{options}</code>"
+                command = f"python -m lib.dispatch {study_number(study)} --profile {profile} {options}"
+                cells.append(f"<code>{command_html(command)}</code>"
                              f'<div class="meta">{cost["new"]} new runs of {cost["planned"]}; {hours}</div>')
-            rows.append(f'<tr><td class="study">{html.escape(title(study))} · {shown}</td>'
-                        f"<td>{html.escape(row.quantity)}</td><td>{html.escape(row.power)} with {html.escape(row.n)}"
-                        f"</td><td>{html.escape(row.seeds_needed)}</td><td>{cells[0]}</td>"
-                        f"<td>{cells[-1] if len(cells) > 1 else 'the same'}</td></tr>")
+            rows.append(f'<tr><td class="study" data-label="study">{html.escape(title(study))} · {shown}</td>'
+                        f'<td data-label="claim">{html.escape(verdict_html.human(row.quantity))}</td>'
+                        f'<td data-label="power now">{html.escape(row.power)} with {html.escape(row.n)}</td>'
+                        f'<td data-label="seeds per arm for 80%">{html.escape(row.seeds_needed)}</td>'
+                        f'<td data-label="at this scale">{cells[0]}</td>'
+                        f'<td data-label="at the paper\'s scale">{cells[-1] if len(cells) > 1 else "the same"}</td>'
+                        "</tr>")
     if not rows:
         return ""
     profiles = sorted({shown for shown, _ in shown_by_study.values()}, key=PROFILE_ORDER.index)
@@ -517,11 +543,14 @@ def ledger(results: Path) -> str:
         now = frame[frame.quantity == quantity] if frame is not None else pd.DataFrame()
         verdict, look = (now.iloc[0].verdict, now.iloc[0].get("look", "")) if len(now) else ("not in the table", "")
         css = verdict_kind(verdict) or ""
-        rows.append(f"<tr><td>{html.escape(title(study))} · {profile}</td><td>{html.escape(quantity)}</td>"
-                    f"<td>{claim['n1']} → {claim['n2']}</td><td>p &lt; {claim['level1']:.2g}; p &lt; "
-                    f"{claim['level2']:.2g} (α = {claim['alpha']:.2g})</td><td>{claim['planned_power']:.0%}</td>"
-                    f"<td>{html.escape(claim['look1']['verdict'])}</td>"
-                    f'<td class="{css}">{html.escape(verdict)}</td><td>{html.escape(str(look))}</td></tr>')
+        rows.append(f'<tr><td data-label="study">{html.escape(title(study))} · {profile}</td>'
+                    f'<td data-label="claim">{html.escape(verdict_html.human(quantity))}</td>'
+                    f'<td data-label="seeds per arm">{claim["n1"]} → {claim["n2"]}</td>'
+                    f'<td data-label="boundaries">p &lt; {claim["level1"]:.2g}; p &lt; {claim["level2"]:.2g} '
+                    f'(α = {claim["alpha"]:.2g})</td><td data-label="planned power">{claim["planned_power"]:.0%}</td>'
+                    f'<td data-label="at look 1">{html.escape(claim["look1"]["verdict"])}</td>'
+                    f'<td class="{css}" data-label="now">{html.escape(verdict)}</td>'
+                    f'<td data-label="look">{html.escape(str(look))}</td></tr>')
     if not rows:
         return ""
     return ('<h2 id="extensions">Extensions: two looks</h2><p class="meta">Claims that <code>python -m lib.decide'
@@ -568,9 +597,12 @@ def regime_search(results: Path) -> str:
             continue
         table = pd.read_csv(path)
         reached = table[table.in_regime & ~table.setting.str.startswith("shipped")]
-        rows = "".join(f"<tr><td>{html.escape(str(r.setting))}</td><td>{r.car_layer0_final:.1f}</td>"
-                       f"<td>{r.top1:.1f}</td><td>{'–' if pd.isna(r.wall_s) else f'{r.wall_s:.0f}'}</td>"
-                       f"<td>{'yes' if r.in_regime else 'no'}</td></tr>" for r in table.itertuples())
+        rows = "".join(f'<tr><td data-label="setting">{html.escape(str(r.setting))}</td>'
+                       f'<td data-label="layer-0 CAR (%)">{r.car_layer0_final:.1f}</td>'
+                       f'<td data-label="top-1 (%)">{r.top1:.1f}</td>'
+                       f'<td data-label="wall s">{"–" if pd.isna(r.wall_s) else f"{r.wall_s:.0f}"}</td>'
+                       f'<td data-label="CAR ≥ 50%?">{"yes" if r.in_regime else "no"}</td></tr>'
+                       for r in table.itertuples())
         found = (f"{len(reached)} setting(s) reach 50% on one seed: a candidate for a variant of study 1, not yet a "
                  "verdict" if len(reached) else "no setting reaches 50%: the variance-inflation claims of studies "
                  "1–3 stay <i>not in the paper's regime</i> at this scale, and lib.decide spends no seeds on them")
@@ -587,17 +619,14 @@ def regime_search(results: Path) -> str:
             "the CAR, at the profile's own length (the CAR falls as training goes on).</p>" + "".join(parts))
 
 
-def verdict_table(frame: pd.DataFrame | None) -> str:
+def verdict_table(frame: pd.DataFrame | None, central: str | None = None) -> str:
+    """A study's verdict table in its section (:func:`lib.core.verdict_html.table_html`), the central claim marked."""
     if frame is None:
         return "<p>No paper-vs-reproduced table was written for this run.</p>"
     columns = [c for c in ("quantity", "ours", "paper", "evidence", "n", "power", "seeds_needed", "p_holm",
                            "verdict") if c in frame]
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    rows = "".join(
-        f'<tr class="{row.css}">'
-        + "".join(f'<td class="{c}" data-label="{c}">{html.escape(row[c])}</td>' for c in columns) + "</tr>"
-        for _, row in frame.iterrows())
-    return f'<div class="scroll"><table class="verdicts"><tr>{head}</tr>{rows}</table></div>'
+    table = verdict_html.table_html(frame, columns, central=central, css=lambda row: row.css, table_class="verdicts")
+    return f'<div class="scroll">{table}</div>'
 
 
 def section(results: Path, page_dir: Path, study: str, profile: str, notebook: Path) -> str:
@@ -629,7 +658,7 @@ def section(results: Path, page_dir: Path, study: str, profile: str, notebook: P
     if frame is not None and not engine_written(frame):
         parts.append('<p class="meta">This table was written before the verdict engine: its words are not the '
                      "grammar of the others and nothing here counts it.</p>")
-    parts.append(verdict_table(frame))
+    parts.append(verdict_table(frame, module.HEADLINE if module is not None else None))
     if figure is not None:
         parts.append(f'<img src="{href(figure, page_dir)}" alt="key figure of {html.escape(study)} ({profile})">')
     return "\n".join(parts)
@@ -641,6 +670,28 @@ def stamp_renders(results: Path) -> list[Path]:
     that changed (none where the banners are already right)."""
     return [path for study, profile, notebook in rendered_notebooks(results) if study_module(study) is not None
             for path in stamp(notebook, coverage(study, profile, results).banner())]
+
+
+def legend() -> str:
+    """Every verdict kind as the badge the summary gives it, in :data:`KINDS` order."""
+    return " ".join(f'<span class="badge {css}">{html.escape(name)}</span>' for css, name in KINDS.items()
+                    if css != "superseded")
+
+
+def as_of(results: Path, shown_by_study: dict[str, tuple[str, list[str]]]) -> str:
+    """The page's first line: the date of the newest record the summary reads and the commit it ran at (from the
+    records, so that the same records give the same page)."""
+    newest = None
+    for study, (profile, _) in shown_by_study.items():
+        for record in ResultsStore(results, study, profile).records():
+            if newest is None or record.get("written_at", "") > newest.get("written_at", ""):
+                newest = record
+    if newest is None:
+        return ""
+    commit = (newest.get("environment") or {}).get("git_commit") or "unknown"
+    return (f'<p class="meta">Results as of {newest["written_at"][:10]} (the newest run the summary reads, at commit '
+            f"<code>{html.escape(commit[:10])}</code>); each study's scale (data, model, epochs, seeds) under its "
+            "name.</p>")
 
 
 def write_index(results_dir: str | Path = "results", output_dir: str | Path | None = None) -> Path:
@@ -663,9 +714,10 @@ def write_index(results_dir: str | Path = "results", output_dir: str | Path | No
 <title>Contrastive training dynamics: paper against reproduced</title>
 <style>{STYLE}</style></head>
 <body><h1>Contrastive training dynamics: paper against reproduced</h1>
-{summary(results, shown) if found else ""}
-<p class="meta">One row per study, from its strongest profile whose plan is fully recorded, linking to its section
-below. The verdicts follow one grammar
+{as_of(results, shown)}
+<p class="meta legend">The verdicts: {legend()}</p>
+<details class="meta"><summary>How to read them</summary>One row per study, from its strongest profile whose plan
+is fully recorded, linking to its section below. The verdicts follow one grammar
 (<a href="{href(PROJECT_ROOT / "docs" / "verdicts.md", page_dir)}">docs/verdicts.md</a>):
 <i>reproduced</i> (significant after Holm, in the paper's direction, the interval reaching its value),
 <i>reproduced, smaller</i>, <i>contradicted</i>, <i>not reproduced</i> (not significant, and the interval at the
@@ -677,7 +729,8 @@ verdict speaks for the scale named under each study (data, model, epochs, seeds)
 Every study's claims and the evidence tags ([paper] the paper's text, [code] its public code, [summary]
 secondary summaries, [ours] our decision) are in
 <a href="{href(STUDY_SPEC, page_dir)}">docs/studies.md</a>. Your own variants (runs with other parameters)
-are never listed here: <code>{VARIANTS_DIR}/index.html</code> beside this page lists them, unversioned.</p>
+are never listed here: <code>{VARIANTS_DIR}/index.html</code> beside this page lists them, unversioned.</details>
+{summary(results, shown) if found else ""}
 {to_decide(results, shown) if found else ""}
 {ledger(results)}
 {regime_search(results)}
@@ -729,8 +782,8 @@ def readme_verdict_lines(results_dir: str | Path = "results") -> list[str]:
         counts = frame.css.value_counts()
         listed = ", ".join(f"{KINDS[k]} {counts[k]}" for k in KINDS if k in counts and k != "check")
         checks = f"; {counts['check']} checks of our own" if "check" in counts else ""
-        lines.append(f"- **{title(study)}** (`{shown}`): {row.quantity}: {row.ours} against the paper's {row.paper}: "
-                     f"*{row.verdict}*. All claims: {listed}{checks}.")
+        lines.append(f"- **{title(study)}** (`{shown}`): {verdict_html.human(row.quantity)}: {row.ours} against the "
+                     f"paper's {row.paper}: *{row.verdict}*. All claims: {listed}{checks}.")
     return lines
 
 
@@ -750,7 +803,8 @@ def readme_extension_lines(results_dir: str | Path = "results") -> list[str]:
         if not len(now):
             continue
         row, before = now.iloc[0], claim["look1"]["verdict"]
-        head = f"- **{title(study)}** (`{profile}`, plan `{plan['plan_id']}`): {quantity}: *{before}* at look 1"
+        head = (f"- **{title(study)}** (`{profile}`, plan `{plan['plan_id']}`): {verdict_html.human(quantity)}: "
+                f"*{before}* at look 1")
         if str(row.get("look", "")).startswith("2"):
             moved = "moved" if verdict_kind(row.verdict) != verdict_kind(before) else "stayed"
             after = KINDS.get(verdict_kind(row.verdict), row.verdict)

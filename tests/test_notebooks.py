@@ -306,11 +306,12 @@ def test_tables_indexed_by_row_number_show_no_index_column():
 def test_a_verdict_table_is_coloured_by_verdict_as_in_the_report():
     """lib.notebook.frame_html on a table of lib.core.verdicts: the reader's columns, no index, each row's class the
     verdict's (lib.core.verdicts.css_class, which the report uses too), and the cells escaped."""
+    import html
     import re
 
     import numpy as np
 
-    from lib.core import verdicts
+    from lib.core import verdict_html, verdicts
     from lib.notebook import frame_html
 
     z = np.random.default_rng(5).normal(size=5)
@@ -325,5 +326,30 @@ def test_a_verdict_table_is_coloured_by_verdict_as_in_the_report():
     assert [css for css, _ in rows] == ["inconclusive", "not-measured", "check"]
     assert [verdicts.css_class(v) for v in table.verdict] == [css for css, _ in rows]
     header = re.search(r"<thead><tr>(.*?)</tr></thead>", page)[1]
-    assert re.findall(r"<th>(.*?)</th>", header) == list(verdicts.SHOWN)  # no index, no kind column
+    assert re.findall(r"<th>(.*?)</th>", header) == [html.escape(verdict_html.header(c)) for c in verdicts.SHOWN]
+    assert "p, Holm-adjusted" in header and "p_holm" not in header  # headers in words
     assert "VR &lt;clamp&gt;" in page and f"border-left: 6px solid {verdicts.COLOURS['inconclusive']}" in page
+
+
+def test_a_verdict_table_marks_the_central_claim_and_groups_an_arms_rows_under_its_name():
+    """The reader's verdict table (lib.core.verdict_html): the rows whose quantity opens with an arm's name in
+    brackets come under one heading row with that name, taken out of each row; a paper text equal to the row
+    above's reads "as above"; the row of the study's central claim is marked, and only that one."""
+    import re
+
+    import pandas as pd
+
+    from lib.core import verdict_html
+
+    frame = pd.DataFrame({"quantity": ["[rule A] gain, mean", "[rule A] gain at B = 16", "[rule B] gain, mean",
+                                       "identity"],
+                          "paper": ["> 0", "> 0", "> 0", ""], "verdict": ["inconclusive", "reproduced",
+                                                                            "contradicted", "check"]})
+    page = verdict_html.table_html(frame, ["quantity", "paper", "verdict"], central="[rule A] gain, mean")
+    rows = re.findall(r'<tr class="([a-z -]+)">(.*?)</tr>', page)
+    assert [css for css, _ in rows] == ["arm", "inconclusive central", "reproduced", "arm", "contradicted", "check"]
+    assert ">rule A</td>" in rows[0][1] and ">rule B</td>" in rows[3][1]
+    quantities = re.findall(r'<td class="quantity"[^>]*>(.*?)</td>', page)
+    assert quantities == [f"<b>{verdict_html.CENTRAL}</b>: gain, mean", "gain at B = 16", "gain, mean", "identity"]
+    papers = re.findall(r'<td class="paper"[^>]*>(.*?)</td>', page)
+    assert papers == ["&gt; 0", verdict_html.SAME, "&gt; 0", ""]  # a new arm starts over

@@ -72,7 +72,7 @@ EQUIVALENCE_MARGIN = 1.0  # top-1 points: a mean difference below one point does
 CLAIMS = {
     "vr": verdicts.Claim("VR = Var(clamp)/Var(subtract), a seed's twins averaged", "variance_ratio", 5.90,
                          "[paper]", FAMILY, published_n=7, regime=common.CAR_REGIME,
-                         published_text="5.90 (F-test p = 0.003; bootstrap CI [1.62, 15.80])"),
+                         published_text="5.90, by the paper's F-test p = 0.003 and bootstrap CI 1.62 to 15.80"),
     "means": verdicts.Claim("mean top-1 difference clamp - subtract (points)", "equivalence", 0.0, "[summary]",
                             FAMILY, margin=EQUIVALENCE_MARGIN, published_text="none (p = 0.92)"),
     "grad": verdicts.Claim("layer-0 gradient norm, subtract / clamp, final epoch", "ratio", PUBLISHED_GRAD_RATIO,
