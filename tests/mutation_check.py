@@ -251,6 +251,10 @@ MUTATIONS = (
                "/ 3600",
                "        return sum(c.seconds.values()) / workers[c.study.name] / 3600"),),
              ("tests/test_decide.py",)),
+    Mutation("added_field_hashed", "a field added later enters the run id at its default", "lib/core/config.py",
+             (("                if not added_at_default(f, getattr(config, f.name))}",
+               "                if True}"),),
+             ("tests/test_plans.py",)),
 )
 
 

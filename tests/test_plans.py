@@ -4,6 +4,7 @@ where that is meant (a study's design changed), write the file again and say why
 
     python -m tests.test_plans      # rewrites tests/golden/plans.json from today's plans
 """
+import dataclasses
 import hashlib
 import json
 import sys
@@ -11,6 +12,7 @@ import sys
 import pytest
 
 from lib import PROJECT_ROOT
+from lib.core.config import ADDED, as_dict
 from lib.core.params import PROFILE_NAMES
 from lib.notebook import resolve_command
 from lib.run.results import config_hash
@@ -58,3 +60,28 @@ def test_the_file_covers_every_study_and_profile():
 if __name__ == "__main__":
     PLANS.write_text(json.dumps(todays_plans(), indent=1, sort_keys=True) + "\n")
     sys.exit(0)
+
+
+def extended(config_class: type) -> type:
+    """A scratch run config: ``config_class`` with one field added later (lib.core.config.ADDED), a gradient-clip
+    norm whose default 0.0 (off) computes what every run did before it."""
+    return dataclasses.make_dataclass(
+        f"Extended{config_class.__name__}",
+        [("clip_norm", float, dataclasses.field(default=0.0, metadata={ADDED: "2026-12"}))],
+        bases=(config_class,), frozen=True)
+
+
+def test_a_field_added_later_at_its_default_leaves_every_plan_and_its_ids_as_recorded():
+    """Issue 40: each run config gains a field in a scratch class; at its documented default every study's plan at
+    every profile keeps the fingerprint of tests/golden/plans.json, and any other value gives another run id."""
+    for key, recorded in RECORDED.items():
+        number, profile = key.split()
+        settings, _ = resolve_command(STUDIES[number], profile=profile, parameters={})
+        configs = STUDIES[number].module.plan(settings)
+        classes = {type(c): extended(type(c)) for c in configs}
+        grown = [classes[type(c)](**{f.name: getattr(c, f.name) for f in dataclasses.fields(c)}) for c in configs]
+        assert all(hasattr(c, "clip_norm") and c.clip_norm == 0.0 for c in grown)
+        ids = sorted(config_hash(c) for c in grown)
+        assert [len(ids), hashlib.sha256(" ".join(ids).encode()).hexdigest()[:16]] == recorded, key
+        clipped = dataclasses.replace(grown[0], clip_norm=1.0)
+        assert config_hash(clipped) != config_hash(grown[0]) and as_dict(clipped)["clip_norm"] == 1.0

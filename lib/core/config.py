@@ -10,6 +10,12 @@ annotation is how the sweep, ``lib.rerun`` and ``lib.migrate`` rebuild a config 
 ``from_legacy`` maps a config dict written under an earlier record schema to today's fields (renamed
 fields, fields added since with the value that leaves the run as it was); it must accept a dict that is
 already in today's form, so that a migration can be repeated.
+
+A field added after runs were recorded, whose default computes what the runs did before it existed, is declared
+``field(default=..., metadata={ADDED: "2026-12"})`` (:data:`ADDED`, the month it came): while it holds that
+default it is left out of the record form, so out of the run id (``lib.run.results.config_hash``), and every
+recorded run keeps its id; any other value enters both. Code reading a record's config takes such a field with
+``.get(name, default)``.
 """
 from __future__ import annotations
 
@@ -42,10 +48,25 @@ class Config:
         return as_dict(self)
 
 
+ADDED = "added"  # the metadata key of a field added after runs were recorded (module docstring)
+
+
+def added_at_default(f: dataclasses.Field, value: Any) -> bool:
+    """Whether field ``f`` was added after runs were recorded and ``value`` is its default, at which a run computes
+    what it did before the field existed."""
+    if ADDED not in f.metadata:
+        return False
+    if f.default is not dataclasses.MISSING:
+        return value == f.default
+    return f.default_factory is not dataclasses.MISSING and value == f.default_factory()
+
+
 def as_dict(config: Any) -> dict:
-    """The record form of a config: a typed config's fields as a dict (a dict is returned as it is)."""
+    """The record form of a config: a typed config's fields as a dict, but a field added later while it holds its
+    default (:func:`added_at_default`); a dict is returned as it is."""
     if dataclasses.is_dataclass(config) and not isinstance(config, type):
-        return {f.name: _plain(getattr(config, f.name)) for f in dataclasses.fields(config)}
+        return {f.name: _plain(getattr(config, f.name)) for f in dataclasses.fields(config)
+                if not added_at_default(f, getattr(config, f.name))}
     if isinstance(config, dict):
         return config
     raise TypeError(f"a run config is a typed config or a dict, not {type(config).__name__}")
