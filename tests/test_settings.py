@@ -179,3 +179,23 @@ def test_a_mistyped_choice_names_its_close_match():
     assert close == ["quick"]
     with pytest.raises(ParameterError, match=r"did you mean linear\?"):
         flat.Settings.resolve({"profile": "smoke", "lr_rules": ["linaer"]})
+
+
+def test_no_help_copies_a_run_configs_default_by_hand():
+    """Issue 40: a help text that names a run config's default reads it from the declaration ({default}), so the
+    parameters cell says the default the runs use, whatever it becomes."""
+    import dataclasses
+    import re
+
+    from lib.studies import STUDIES
+
+    for study in STUDIES.values():
+        settings_class = study.module.Settings
+        config = getattr(settings_class, "config", None)
+        for name, declared in settings_class.declared.items():
+            named = re.search(r"\((?:[A-Za-z]*Config|config): ([^,)\s]+)", declared.help)
+            if named is None:
+                continue
+            assert config is not None and name in {f.name for f in dataclasses.fields(config)}, (study.name, name)
+            default = config.__dataclass_fields__[name].default
+            assert named[1] == (f"{default:g}" if isinstance(default, float) else str(default)), (study.name, name)

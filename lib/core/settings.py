@@ -75,6 +75,18 @@ def _annotation_text(annotation: Any) -> str:
     return repr(annotation).replace("typing.", "")
 
 
+def _help_with_default(cls: type, name: str, text: str) -> str:
+    """A help text whose ``{default}`` is the run config's default of the field ``name``, read from its declaration
+    (so that no help copies a default by hand)."""
+    if "{default}" not in text:
+        return text
+    config = getattr(cls, "config", None)
+    if config is None or name not in config.__dataclass_fields__:
+        raise TypeError(f"{cls.__name__}.{name}: its help names {{default}}, but it is no field of a run config")
+    value = _config_default(config, name)
+    return text.replace("{default}", f"{value:g}" if isinstance(value, float) else str(value))
+
+
 def _config_default(config: type, name: str) -> Any:
     field = config.__dataclass_fields__[name]
     return field.default_factory() if field.default is dataclasses.MISSING else field.default
@@ -108,7 +120,8 @@ class StudySettings:
                 annotation = cls.__dict__.get("__annotations__", {}).get(name)
                 if annotation is None:
                     raise TypeError(f"{cls.__name__}.{name}: a setting needs its type as an annotation")
-                own[name] = dataclasses.replace(value, annotation=_annotation_text(annotation))
+                own[name] = dataclasses.replace(value, annotation=_annotation_text(annotation),
+                                                help=_help_with_default(cls, name, value.help))
         inherited = {}
         for base in cls.__bases__:
             inherited.update(getattr(base, "declared", {}))

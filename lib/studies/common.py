@@ -46,10 +46,11 @@ class CFFSettings(settings.ParallelRuns):
     Every line without a check is checked by CFFConfig when the study builds its plan."""
 
     config = CFFConfig
-    m0: Optional[float] = setting(None, "layer-0 margin (CFFConfig: 0.4 [code])", margin)
-    m_last: Optional[float] = setting(None, "last-layer margin; linear in between (CFFConfig: 0.1 [code])", margin)
-    temperature: Optional[float] = setting(None, "contrastive temperature (CFFConfig: 0.15 [code])")
-    lr: Optional[float] = setting(None, "AdamW learning rate of every layer (CFFConfig: 0.004 [code])")
+    m0: Optional[float] = setting(None, "layer-0 margin (CFFConfig: {default} [code])", margin)
+    m_last: Optional[float] = setting(None, "last-layer margin; linear in between (CFFConfig: {default} [code])",
+                                      margin)
+    temperature: Optional[float] = setting(None, "contrastive temperature (CFFConfig: {default} [code])")
+    lr: Optional[float] = setting(None, "AdamW learning rate of every layer (CFFConfig: {default} [code])")
     layers: Optional[int] = setting(None, "encoder layers (paper: 8)")
     embed_dim: Optional[int] = setting(None, "embedding dimension E (paper: 128)")
     heads: Optional[int] = setting(None, "attention heads (paper: 4)")

@@ -112,7 +112,7 @@ class Settings(common.CFFSettings):
     seeds: Optional[int] = setting(None, "seeds per arm and dataset (about 5 reproduce the paper's p-values [ours, "
                                          "inferred])", settings.seed_count(2))  # a variance needs two runs per arm
     margin_modes: list = setting(list(common.ARMS), "margin treatments compared [paper]", common.arms)
-    stabilizer: Optional[str] = setting(None, "logit stabiliser of every run (CFFConfig: detach [code])",
+    stabilizer: Optional[str] = setting(None, "logit stabiliser of every run (CFFConfig: {default} [code])",
                                         note="One logit stabiliser is enough: it is gradient-neutral.")
     train_subset: Optional[int] = setting(None, "use this many training images per dataset (0: all)")
 

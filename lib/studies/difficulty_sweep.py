@@ -107,7 +107,7 @@ class Settings(common.CFFSettings):
                                      _levels)
     seeds: Optional[int] = setting(None, "seeds per arm and level", settings.seed_count(2))
     margin_modes: list = setting(list(common.ARMS), "margin treatments compared [paper]", common.arms)
-    stabilizer: Optional[str] = setting(None, "logit stabiliser of every run (CFFConfig: detach [code])",
+    stabilizer: Optional[str] = setting(None, "logit stabiliser of every run (CFFConfig: {default} [code])",
                                         note="One logit stabiliser is enough: it is gradient-neutral.")
 
 

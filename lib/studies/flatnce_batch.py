@@ -146,7 +146,7 @@ class Settings(settings.ParallelRuns):
                                             "0.6 × √B [ours]")
     projector_bn: Optional[bool] = setting(None, "BatchNorm in the projector's hidden layer (FLAT's code: none; "
                                                  "SimCLR: yes)")
-    temperature: Optional[float] = setting(None, "softmax temperature of both losses (SSLConfig: 0.1) [code]")
+    temperature: Optional[float] = setting(None, "softmax temperature of both losses (SSLConfig: {default}) [code]")
     train_subset: Optional[int] = setting(None, "use this many training images (0: all)")
     probe_steps: Optional[int] = setting(None, "L-BFGS iterations of the linear probe [ours]")
     device: str = setting("auto", "auto | cpu | cuda: on a GPU the runs go one at a time", settings.device())

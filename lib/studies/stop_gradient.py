@@ -77,7 +77,7 @@ class Settings(settings.RunOptions):
     embed_dim: Optional[int] = setting(None, "d: embedding dimension (at least num_classes)")
     samples_per_class: Optional[int] = setting(None, "m: samples per class; every r * m must be a whole number")
     r_values: Optional[list] = setting(None, "frustrated fractions r, each in [0, 1)", _r_values)
-    gamma: Optional[float] = setting(None, "γ: the gradient-flow rate (config: 1) [ours]")
+    gamma: Optional[float] = setting(None, "γ: the gradient-flow rate (config: {default}) [ours]")
     dt: Optional[float] = setting(None, "integrators' time step; a gradient-descent learning rate is rate * dt; "
                                         "gamma * dt ≤ 0.5")
     steps: Optional[int] = setting(None, "steps of the embedding-only and head models (they run to time steps * dt)")
@@ -85,16 +85,17 @@ class Settings(settings.RunOptions):
                                    settings.seed_count())
     student_steps: Optional[int] = setting(None, "gradient-descent steps of the teacher–student and real-data students",
                                            settings.integer(MIN_STEPS))
-    head_init: Optional[float] = setting(None, "W starts as head_init * I (config: 1, the no-head model) [ours]")
-    head_rate: Optional[float] = setting(None, "W's rate in γ units (config: 10) [ours]: the head adapts faster than "
-                                               "the embeddings")
+    head_init: Optional[float] = setting(None, "W starts as head_init * I (config: {default}, the no-head model) "
+                                               "[ours]")
+    head_rate: Optional[float] = setting(None, "W's rate in γ units (config: {default}) [ours]: the head adapts "
+                                               "faster than the embeddings")
     slow_head_rate: float = setting(1.0, "also run stop-gradient with this slower head rate, to see when it fails "
                                          "(0 skips) [ours]", settings.number(0.0, 100.0))
-    readout_noise: Optional[float] = setting(None, "std of the readout noise (config: 0.05) [ours]",
+    readout_noise: Optional[float] = setting(None, "std of the readout noise (config: {default}) [ours]",
                                              note="readout_noise: a fixed Gaussian noise added to the predictions "
                                                   "before the nearest-label readout")
     input_dim: Optional[int] = setting(None, "D: input dimension of the linear teacher–student model")
-    input_noise: Optional[float] = setting(None, "norm of the teacher's input noise (config: 0.05) [ours]",
+    input_noise: Optional[float] = setting(None, "norm of the teacher's input noise (config: {default}) [ours]",
                                            note="input_noise is relative to the class prototypes, which have unit norm")
     real_dataset: Optional[str] = setting(None, "the real-data check: digits (embedded) | mnist | fashion_mnist | "
                                                 "cifar10 | ...", settings.choice(DATASETS))
