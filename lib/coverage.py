@@ -4,7 +4,7 @@
     python -m lib.coverage --profile quick
     python -m lib.coverage --readme         # rewrite the README's block of these lines
 
-A profile's *plan* is the runs its notebook's defaults imply today (``lib.notebook.resolve_command`` and the
+A profile's *plan* is the runs its notebook's defaults imply today (``lib.studies.variants.resolve_command`` and the
 study's ``plan``; no data are loaded). Its *tables* are what the last render wrote,
 ``results/tables/<study>_<profile>.csv``, one row per run it analysed. The two part when the settings
 change: until every planned run is recorded and the notebook is rendered again, the shipped tables come
@@ -27,9 +27,9 @@ import pandas as pd
 
 from lib import PROJECT_ROOT
 from lib.core.config import as_dict
-from lib.notebook import resolve_command
 from lib.run.results import FINISHED_STATUSES, ResultsStore
 from lib.studies import STUDIES, Study, find_study
+from lib.studies.variants import resolve_command
 
 README = PROJECT_ROOT / "README.md"
 README_BEGIN = "<!-- coverage: begin (python -m lib.coverage --readme) -->"

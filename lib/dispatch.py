@@ -13,7 +13,7 @@ value or an unknown parameter name fails here, before anything is submitted. Re-
 failure (a crashed run, a killed pool, a cancelled array) runs exactly what is missing.
 
 Overrides that change the profile's settings write a variant, by the notebook's own rule
-(``lib.notebook.variant_of``): ``-p m0 0.3`` writes ``results/variants/m0-0.3/``, ``--variant NAME``
+(``lib.studies.variants.variant_of``): ``-p m0 0.3`` writes ``results/variants/m0-0.3/``, ``--variant NAME``
 names it; the shipped results are never written. A variant's plan copies the records of the runs
 it shares with the canonical results (also on ``--dry-run``; the variant folder is git-ignored).
 
@@ -45,10 +45,10 @@ from lib import PROJECT_ROOT
 from lib.core import params
 from lib.core.data import DatasetNotFoundError, load_datasets
 from lib.core.params import PROFILE_NAMES, ParameterError
-from lib.notebook import download_datasets, open_store, relative, resolve_command
 from lib.run.results import FINISHED_STATUSES, ResultsStore
 from lib.run.sweep import RecordRun, run_sweep
 from lib.studies import STUDIES, Study, find_study
+from lib.studies.variants import download_datasets, open_store, relative, resolve_command
 
 BACKENDS = ("local", "slurm")
 SUBMITIT_CLUSTERS = ("slurm", "local")
@@ -64,7 +64,7 @@ class Plan:
     configs: list[dict]  # every run, in the notebook's order
     missing: list[dict] = field(default_factory=list)  # runs without a finished record (all with force)
     data_root: str | None = None
-    variant: str | None = None  # None: the profile's canonical results (lib.notebook.variant_of)
+    variant: str | None = None  # None: the profile's canonical results (lib.studies.variants.variant_of)
     extra: dict = field(default_factory=dict)  # written into every record (lib.decide: {"plan": its id})
 
     @property
@@ -84,7 +84,7 @@ def make_plan(study: str | Study, *, profile: str = "quick", parameters: dict | 
     """Check a study's parameters as its notebook would and list its runs (no training happens here).
 
     Parameters that differ from the profile's own make the plan write a variant, as the notebook would
-    (``lib.notebook.variant_of``); a variant reuses the canonical runs it shares by copying their records.
+    (``lib.studies.variants.variant_of``); a variant reuses the canonical runs it shares by copying their records.
     """
     study = study if isinstance(study, Study) else find_study(study)
     if profile not in PROFILE_NAMES:

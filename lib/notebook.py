@@ -13,19 +13,11 @@ store the run writes to (canonical or a variant, below), loads the data the runs
 fails before any run; with ``download`` torchvision first fetches what is found nowhere), sets the plot
 theme and display options, and shows a header that says in bold which results the notebook writes, and where.
 
-The variant rule, shared by the notebooks, ``lib.dispatch`` and ``lib.run_all`` (:func:`variant_of`):
-a profile's canonical results are the runs of its own parameters. The settings are resolved once with
-the parameters given and once with the notebook's defaults for the same profile; any difference,
-leaving out the operational parameters (``OPERATIONAL``: where data and results live, whether data may
-be downloaded, how many workers, which device, ``force``), makes the run a *variant*. It is named by the ``variant``
-parameter, else from the overridden settings (``m0-0.3_seeds-3``), and its records, tables and
-renders live under ``<results>/variants/<variant>/`` (``lib.run.results.variant_root``).
+The variant rule, shared by the notebooks and the commands, is in ``lib.studies.variants``.
 """
 from __future__ import annotations
 
 import ast
-import hashlib
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,28 +27,25 @@ from typing import Any, Callable
 import pandas as pd
 
 from lib import PROJECT_ROOT, explore
-from lib.core import dataset_facts, params, verdict_html, verdicts
+from lib.core import dataset_facts, verdict_html, verdicts
 from lib.core.config import as_dict
-from lib.core.data import DATASETS, get_dataset, load_datasets
+from lib.core.data import DATASETS, get_dataset
 from lib.core.progress import INJECTED_CELL
-from lib.core.settings import check_variant
 from lib.render import HEADER
 from lib.run import datasets, plans
-from lib.run.results import ResultsStore, atomic_write_text, config_json, variant_root
+from lib.run.results import ResultsStore
 from lib.run.sweep import run_sweep
 from lib.studies import Study, find_study
-
-# Parameters that say where and how a run happens, not what it computes: they never make a variant.
-RESERVED = ("profile", "data_root", "download", "results_dir", "variant")  # set by a command's own option, not -p
-OPERATIONAL = ("data_root", "download", "results_dir", "workers", "device", "force", "variant")
-DERIVED_NAME_MAX = 80  # a longer derived name is cut and ends with a hash of the whole
-
-
-def notebook_defaults(study: Study) -> dict:
-    """The notebook's ``parameters`` cell as a dict of values: its study's settings class's defaults, from which
-    the cell is written (tests/test_settings.py fails when the two differ)."""
-    return study.settings.defaults()
-
+from lib.studies.variants import (
+    check_data,
+    check_names,
+    describe_variant,
+    download_datasets,
+    open_store,
+    relative,
+    unfinished,
+    variant_of,
+)
 
 PARAMETERS_CELL = re.compile(r'^# %% tags=\["parameters"\]\n(.*?)\n\n(?=# %%)', re.S | re.M)
 
@@ -70,8 +59,9 @@ def parameters_cell(study: Study) -> str:
 
 
 def write_parameters_cell(study: Study) -> list[Path]:
-    """Write the study's parameters cell from its settings class into both files of the notebook's pair; returns
-    the files it changed (none when the cell already reads as the class)."""
+    """Write the study's parameters cell from its settings class into both files of the notebook's pair, creating it
+    after the title cell where a notebook has none; returns the files it changed (none when the cell already reads
+    as the class)."""
     import nbformat
 
     cell = study.settings.cell()
@@ -79,22 +69,24 @@ def write_parameters_cell(study: Study) -> list[Path]:
     text = py.read_text()
     found = PARAMETERS_CELL.search(text)
     changed = []
-    if found[1] != cell:
+    if found is None:  # a new notebook: the cell goes after its title cell, where papermill injects below it
+        second = text.index("# %%", text.index("# %%") + 1)
+        py.write_text(text[:second] + '# %% tags=["parameters"]\n' + cell + "\n\n" + text[second:])
+        changed.append(py)
+    elif found[1] != cell:
         py.write_text(text[:found.start(1)] + cell + text[found.end(1):])
         changed.append(py)
     ipynb = py.with_suffix(".ipynb")
     nb = nbformat.read(ipynb, as_version=4)
-    tagged = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    tagged = next((c for c in nb.cells if "parameters" in c.metadata.get("tags", [])), None)
+    if tagged is None:
+        tagged = nbformat.v4.new_code_cell("", metadata={"tags": ["parameters"]})
+        nb.cells.insert(1, tagged)
     if tagged.source != cell:
         tagged.source = cell
         nbformat.write(nb, ipynb)
         changed.append(ipynb)
     return changed
-
-
-def check_names(study: Study, names) -> None:
-    """Reject parameter names the notebook does not have, naming each and its close matches."""
-    params.unknown_names(f"parameter of {study.notebook}:", names, notebook_defaults(study))
 
 
 def injected_names(history: list[str]) -> list[str]:
@@ -106,93 +98,6 @@ def injected_names(history: list[str]) -> list[str]:
             names += [t.id for node in ast.parse(source).body if isinstance(node, ast.Assign)
                       for t in node.targets if isinstance(t, ast.Name)]
     return names
-
-
-def _key(value) -> str:
-    """Equal for settings that run the same: numbers normalised as in run ids (10 == 10.0)."""
-    try:
-        return config_json({"v": value})
-    except (TypeError, ValueError):
-        return repr(value)
-
-
-def _slug(value) -> str:
-    if isinstance(value, dict):
-        text = "-".join(f"{k}-{_slug(v)}" for k, v in sorted(value.items()))
-    elif isinstance(value, (list, tuple)):
-        text = "-".join(_slug(v) for v in value)
-    elif isinstance(value, float) and value.is_integer():
-        text = str(int(value))
-    else:
-        text = str(value)
-    return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-") or "none"
-
-
-def derive_name(changes: dict) -> str:
-    """A file-name-safe variant name from the overridden settings: ``m0-0.3_seeds-3``."""
-    name = "_".join(f"{key}-{_slug(value)}" for key, value in sorted(changes.items()))
-    if len(name) > DERIVED_NAME_MAX:
-        name = name[:DERIVED_NAME_MAX - 13].rstrip("-_.") + "-" + hashlib.sha256(name.encode()).hexdigest()[:12]
-    return name
-
-
-def variant_of(study: Study, parameters: dict, settings: dict) -> tuple[str | None, dict]:
-    """The variant a run writes (None: the canonical results) and the settings that differ from the
-    profile's own. ``parameters``: what the notebook received (its namespace, or defaults plus ``-p``
-    values); ``settings``: ``study.module.resolve(parameters)``. The rule is in the module docstring."""
-    defaults = notebook_defaults(study)
-    given = check_variant(parameters.get("variant"))
-    operational = {k: parameters[k] for k in OPERATIONAL if k in parameters and k in defaults}
-    reference = study.module.resolve({**defaults, **operational, "profile": settings["profile"]})
-    changes = {k: settings.get(k) for k in sorted(set(settings) | set(reference))
-               if k not in OPERATIONAL and _key(settings.get(k)) != _key(reference.get(k))}
-    if not changes and given is None:
-        return None, {}
-    overridden = {k for k in defaults if k not in OPERATIONAL and k in parameters
-                  and _key(parameters[k]) != _key(defaults[k])}
-    named = {k: v for k, v in changes.items() if k in overridden} or changes
-    return given or derive_name(named), changes
-
-
-def resolve_command(study: Study, *, profile: str, parameters: dict, data_root: str | None = None,
-                    results_dir: str = "results", variant: str | None = None) -> tuple[dict, str | None]:
-    """The settings and the variant of a command line (``lib.dispatch``, ``lib.run_all``): its ``-p``
-    ``parameters`` checked by name and value as the notebook would check them. No compute."""
-    reserved = sorted(set(RESERVED) & set(parameters))
-    if reserved:
-        raise params.ParameterError(f"parameter {reserved[0]} is set by its own option ({', '.join(RESERVED)})")
-    check_names(study, parameters)
-    p = {**notebook_defaults(study), **parameters, "profile": profile, "data_root": data_root,
-         "results_dir": results_dir, "variant": variant}
-    settings = study.module.resolve(p)
-    return settings, variant_of(study, p, settings)[0]
-
-
-def open_store(study: Study, settings: dict, configs: list, results_dir: str | Path,
-               variant: str | None, part: str = "") -> tuple[ResultsStore, list[str]]:
-    """The store the runs write to and the run ids it reused from the canonical store (copied records);
-    ``part``: the store of the study's simulations (:meth:`ResultsStore.part`) instead of its runs."""
-    results = PROJECT_ROOT / results_dir
-    canonical = ResultsStore(results, study.name, settings["profile"])
-    canonical = canonical.part(part) if part else canonical
-    if variant is None:
-        return canonical, []
-    store = ResultsStore(variant_root(results, variant), study.name, settings["profile"])
-    store = store.part(part) if part else store
-    return store, [] if settings.get("force") else store.copy_finished(canonical, configs)
-
-
-VARIANT_NOTE = "variant.json"  # in a variant's root: per study, the profile and the overrides that made it
-
-
-def describe_variant(root: Path, study: Study, profile: str, changes: dict) -> None:
-    """Write, in the variant's root, the profile and the settings that made it, per study (merged with what other
-    studies wrote there): the variants page builds the command that renders it from them (lib.report)."""
-    path = Path(root) / VARIANT_NOTE
-    known = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    known[study.name] = {"profile": profile, "overrides": json.loads(json.dumps(changes, default=str))}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(known, indent=1, sort_keys=True) + "\n")
 
 
 # What the closing cells of every notebook say above their output (Setup.show_rerun, Setup.explore).
@@ -208,37 +113,6 @@ EXPLORE_NOTE = " ".join([
     "notebook's own results."])
 
 SIMULATIONS = "simulations"  # the sub-folder of a study's runs that holds its simulations (Setup.simulate)
-
-
-def download_datasets(study: Study, settings: dict, data_root: str | None, download: bool) -> None:
-    """With ``download``, fetch the datasets of the study's whole plan before its ``check_data``, which would
-    skip one it cannot load (the data are then in torchvision's cache for every process)."""
-    if params.flag("download", download):
-        load_datasets(study.module.plan(settings), data_root, download=True)
-
-
-def unfinished(stores: list[ResultsStore], configs: list, settings: dict) -> list:
-    """The configs a sweep of ``configs`` would train: those without a finished record in any of ``stores`` (a
-    variant's and the canonical one it copies from), or all of them with ``force``; each once."""
-    unique = {stores[0].run_id(c): c for c in configs}
-    return [c for c in unique.values() if settings.get("force") or not any(s.is_finished(c) for s in stores)]
-
-
-def check_data(study: Study, settings: dict, stores: list[ResultsStore], data_root: str | None):
-    """A study's ``check_data`` (study 2: it may narrow the plan to the datasets found), or None without one. The
-    datasets no run still has to train on are described from the facts recorded in ``stores`` (lib.run.datasets),
-    not loaded, so that recorded runs render without the arrays."""
-    if study.check_data is None:
-        return None
-    needed = dataset_facts.specs(unfinished(stores, study.module.plan(settings), settings))
-    known = {label: facts for store in stores for label, facts in datasets.recorded(store).items()}
-    return study.check_data(settings, data_root, {k: v for k, v in known.items() if k not in needed})
-
-
-def relative(path: Path) -> str:
-    """``path`` relative to the project root where it lies under it (what a reader of the notebook can find)."""
-    path = Path(path)
-    return str(path.relative_to(PROJECT_ROOT)) if path.is_relative_to(PROJECT_ROOT) else str(path)
 
 
 @dataclass

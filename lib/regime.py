@@ -19,10 +19,10 @@ import sys
 from pathlib import Path
 
 from lib.core.params import PROFILE_NAMES
-from lib.notebook import open_store, resolve_command
 from lib.run.results import FINISHED_STATUSES
 from lib.run.sweep import run_sweep
 from lib.studies import find_study
+from lib.studies.variants import open_store, resolve_command
 
 PART = "regime_search"  # the store part and the table's name
 

@@ -51,11 +51,11 @@ from lib.core.params import ParameterError
 from lib.core.settings import literal
 from lib.core.verdicts import COLOURS, css_class
 from lib.coverage import coverage, experiment, write_readme_block
-from lib.notebook import VARIANT_NOTE
 from lib.render import stamp
 from lib.run.plans import load_plans
 from lib.run.results import VARIANTS_DIR, ResultsStore, atomic_write_text
 from lib.studies import STUDIES
+from lib.studies.variants import VARIANT_NOTE
 
 RENDERED = re.compile(r"^(?P<study>\d\d_[a-z0-9_]+?)_(?P<profile>smoke|quick|cpu|paper)$")
 PROFILE_ORDER = ("paper", "cpu", "quick", "smoke")  # the strongest evidence first

@@ -6,7 +6,7 @@
 
 Rendered notebooks go to results/notebooks/<notebook>_<profile>.{ipynb,html}; each notebook writes
 its own records and tables under results/. Parameters that change a profile's settings (``-p``) make
-a variant, by the notebooks' own rule (``lib.notebook.variant_of``; ``--variant`` names it): its
+a variant, by the notebooks' own rule (``lib.studies.variants.variant_of``; ``--variant`` names it): its
 records, tables and renders go under results/variants/<variant>/ and the shipped ones are not touched.
 Every parameter name is checked against each selected notebook before anything runs.
 
@@ -36,12 +36,12 @@ from lib import PROJECT_ROOT
 from lib.core import dataset_facts
 from lib.core.params import PROFILE_NAMES, ParameterError
 from lib.dispatch import parse_value
-from lib.notebook import RESERVED, check_data, relative, resolve_command, unfinished
 from lib.render import write_renders
 from lib.report import write_index
 from lib.run import datasets
 from lib.run.results import ResultsStore, variant_root
 from lib.studies import STUDIES, Study
+from lib.studies.variants import RESERVED, check_data, relative, resolve_command, unfinished
 
 NOTEBOOKS = PROJECT_ROOT / "notebooks"
 FAILED = "failed"  # <renders>/failed/: failed executions, kept for reading, never shown by the report

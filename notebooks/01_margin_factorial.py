@@ -32,6 +32,7 @@
 # `lib/cff/training.py` and `lib/studies/margin_factorial.py`.
 
 # %% tags=["parameters"]
+# From lib/studies/margin_factorial.py (Settings): edit there, then: python -m lib.notebook --parameters NN --write
 from typing import Optional
 
 profile: str = "quick"  # smoke | quick | cpu | paper: every parameter left as None takes the profile's value

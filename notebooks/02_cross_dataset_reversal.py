@@ -43,6 +43,7 @@
 # library: `lib/studies/cross_dataset.py`, `lib/studies/common.py`, `lib/cff/training.py`.
 
 # %% tags=["parameters"]
+# From lib/studies/cross_dataset.py (Settings): edit there, then: python -m lib.notebook --parameters NN --write
 from typing import Optional
 
 profile: str = "quick"  # smoke | quick | cpu | paper: every parameter left as None takes the profile's value

@@ -44,6 +44,7 @@
 # `lib/studies/difficulty_sweep.py`, `lib/studies/common.py`, `lib/core/augment.py` (`distort`).
 
 # %% tags=["parameters"]
+# From lib/studies/difficulty_sweep.py (Settings): edit there, then: python -m lib.notebook --parameters NN --write
 from typing import Optional
 
 profile: str = "quick"  # smoke | quick | cpu | paper: every parameter left as None takes the profile's value

@@ -71,6 +71,7 @@
 # (SimCLR's NT-Xent) — the tables say which ran.
 
 # %% tags=["parameters"]
+# From lib/studies/embedding_norms.py (Settings): edit there, then: python -m lib.notebook --parameters NN --write
 from typing import Optional
 
 profile: str = "quick"  # smoke | quick | cpu | paper: every parameter left as None takes the profile's value

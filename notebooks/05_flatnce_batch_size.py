@@ -62,6 +62,7 @@
 # `docs/studies.md` ("Study 5"); library: `lib/ssl/training.py`, `lib/core/losses.py`, `lib/studies/flatnce_batch.py`.
 
 # %% tags=["parameters"]
+# From lib/studies/flatnce_batch.py (Settings): edit there, then: python -m lib.notebook --parameters NN --write
 from typing import Optional
 
 profile: str = "quick"  # smoke | quick | cpu | paper: every parameter left as None takes the profile's value

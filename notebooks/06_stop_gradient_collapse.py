@@ -43,6 +43,7 @@
 # analysis are in `lib/studies/stop_gradient.py`, one run (its config and training) in `lib/collapse/training.py`.
 
 # %% tags=["parameters"]
+# From lib/studies/stop_gradient.py (Settings): edit there, then: python -m lib.notebook --parameters NN --write
 from typing import Optional
 
 profile: str = "quick"  # smoke | quick | cpu | paper: every parameter left as None takes the profile's value

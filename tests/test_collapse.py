@@ -10,8 +10,8 @@ import torch
 from lib.collapse import model as C
 from lib.collapse import student as CS
 from lib.collapse import theory as CT
-from lib.notebook import resolve_command
 from lib.studies import find_study, stop_gradient
+from lib.studies.variants import resolve_command
 
 
 def _start(n=5, m=20, r=0.2, d=8, seed=0):

@@ -14,9 +14,9 @@ from lib import dispatch
 from lib.collapse.training import CollapseConfig
 from lib.core.config import as_dict
 from lib.core.params import ParameterError
-from lib.notebook import notebook_defaults
 from lib.run.sweep import run_sweep
 from lib.studies import find_study, stop_gradient
+from lib.studies.variants import notebook_defaults
 
 FAST = {"student_steps": 10}  # study 6 smoke, its real-data students shortened to 10 steps
 ONE_CELL = {"r_values": [0.2], "slow_head_rate": 0.0}  # 7 runs: one of each experiment and mode

@@ -5,10 +5,10 @@ import pytest
 
 from lib.cff.training import CFFConfig
 from lib.core.params import ParameterError
-from lib.notebook import notebook_defaults
 from lib.studies import cross_dataset, difficulty_sweep, find_study, margin_factorial
 from lib.studies.cff_fidelity import cff_fidelity_table
 from lib.studies.fidelity import PROFILE_REASONS
+from lib.studies.variants import notebook_defaults
 
 # The files of HosseinAghagol/ContrastiveFF that studies 1-3 follow (its other files are other methods).
 ORIGINAL_FILES = ("main_CFF.py", "utils.py", "models/vit.py", "losses.py")

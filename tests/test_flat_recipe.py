@@ -14,13 +14,13 @@ from lib import bench
 from lib.core.data import load_dataset
 from lib.core.optim import BASE_LR, make_optimizer, scaled_lr
 from lib.core.params import ParameterError
-from lib.notebook import notebook_defaults
 from lib.ssl.resnet import SimCLRNet
 from lib.ssl.training import SSLConfig, build_model
 from lib.studies import find_study
 from lib.studies import flatnce_batch as study
 from lib.studies.fidelity import PROFILE_REASONS
 from lib.studies.flat_fidelity import flat_fidelity_table
+from lib.studies.variants import notebook_defaults
 
 TAGS = {"[code]", "[paper]", "[summary]", "[ours]"}
 FLAT_FILES = ("main.py", "models/", "optimizer/", "flatclr.py", "simclr.py", "data_aug/", "train_fc.py", "README.md")

@@ -18,7 +18,6 @@ import torchvision.transforms.v2.functional as TF
 from lib.core.augment import apply_simclr_params, draw_simclr_params
 from lib.core.data import get_dataset, load_dataset
 from lib.core.params import ParameterError
-from lib.notebook import notebook_defaults
 from lib.ssl.evaluation import initial_ood_scores, ood_label, run_test_set
 from lib.ssl.resnet import BasicBlock, ResNet18
 from lib.ssl.simulations import (
@@ -33,6 +32,7 @@ from lib.ssl.training import SSLConfig, build_model, make_step, training_indices
 from lib.studies import embedding_norms as study
 from lib.studies import find_study
 from lib.studies.norms_fidelity import NORMS_FILES, norms_fidelity_table
+from lib.studies.variants import notebook_defaults
 
 TAGS = {"[code]", "[paper]", "[summary]", "[ours]"}
 

@@ -13,7 +13,6 @@ import pytest
 
 from lib import PROJECT_ROOT
 from lib.core.params import ParameterError
-from lib.notebook import notebook_defaults
 from lib.report import write_variants_index
 from lib.run_all import notebooks
 from lib.studies import (
@@ -25,6 +24,7 @@ from lib.studies import (
     margin_factorial,
     stop_gradient,
 )
+from lib.studies.variants import notebook_defaults
 
 NOTEBOOKS = notebooks()
 NOTEBOOK_01 = "01_margin_factorial"

@@ -14,9 +14,9 @@ import pytest
 from lib import PROJECT_ROOT
 from lib.core.config import ADDED, as_dict
 from lib.core.params import PROFILE_NAMES
-from lib.notebook import resolve_command
 from lib.run.results import config_hash
 from lib.studies import STUDIES
+from lib.studies.variants import resolve_command
 
 PLANS = PROJECT_ROOT / "tests" / "golden" / "plans.json"
 

@@ -18,10 +18,11 @@ from lib.cff.training import CFFConfig
 from lib.core import settings
 from lib.core.params import ParameterError
 from lib.core.settings import StudySettings, setting
-from lib.notebook import notebook_defaults, parameters_cell
+from lib.notebook import parameters_cell
 from lib.ssl.training import SSLConfig
 from lib.studies import STUDIES
 from lib.studies import flatnce_batch as flat
+from lib.studies.variants import notebook_defaults
 
 DECLARED = [s for s in STUDIES.values() if s.settings is not None]
 
@@ -153,6 +154,17 @@ def test_the_writer_puts_the_class_cell_into_both_files_of_the_pair(tmp_path, mo
     assert py.read_text() == original
     nb = nbformat.read(ipynb, as_version=4)
     assert next(c for c in nb.cells if "parameters" in c.metadata.get("tags", [])).source == study.settings.cell()
+    # a notebook without a parameters cell (a new study's first draft) gets one after its title cell, whose first
+    # line says where the parameters are declared
+    py.write_text(notebook.PARAMETERS_CELL.sub("", original))
+    nb.cells = [c for c in nb.cells if "parameters" not in c.metadata.get("tags", [])]
+    nbformat.write(nb, ipynb)
+    assert notebook.write_parameters_cell(study) == [py, ipynb]
+    assert py.read_text() == original
+    nb = nbformat.read(ipynb, as_version=4)
+    tagged = [i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", [])]
+    assert tagged == [1] and nb.cells[1].source == study.settings.cell()
+    assert nb.cells[1].source.startswith("# From lib/studies/flatnce_batch.py (Settings): edit there")
 
 
 @pytest.mark.parametrize("text, value", [("[16, 32]", [16, 32]), (" [16,32] ", [16, 32])])

@@ -13,8 +13,8 @@ from lib import PROJECT_ROOT, dispatch, run_all
 from lib.core import data as data_module
 from lib.core.data import DatasetNotFoundError, get_dataset
 from lib.core.params import ParameterError
-from lib.notebook import notebook_defaults, resolve_command, variant_of
 from lib.studies import STUDIES
+from lib.studies.variants import notebook_defaults, resolve_command, variant_of
 
 ROOT = PROJECT_ROOT.resolve()
 # What a user reads: the README, the notebooks (their jupytext text), the docs and the report's page.

@@ -6,9 +6,11 @@ import pytest
 
 from lib import PROJECT_ROOT, dispatch, run_all
 from lib.core.params import ParameterError
-from lib.notebook import check_variant, derive_name, injected_names, notebook_defaults, open_store, variant_of
+from lib.core.settings import check_variant
+from lib.notebook import injected_names
 from lib.run.provenance import load_train_function, train_function_name
 from lib.studies import STUDIES, StudyModule, find_study
+from lib.studies.variants import derive_name, notebook_defaults, open_store, variant_of
 
 STUDY_01 = find_study("01")
 # the README: papermill notebooks/01_... -p profile quick ...

@@ -147,8 +147,10 @@ class StudySettings:
 
     @classmethod
     def cell(cls) -> str:
-        """The notebook's ``parameters`` cell, as its source."""
-        lines = ["from typing import Optional", ""]
+        """The notebook's ``parameters`` cell, as its source; its first line says where a parameter is declared."""
+        where = cls.__module__.replace(".", "/") + ".py"
+        lines = [f"# From {where} ({cls.__name__}): edit there, then: python -m lib.notebook --parameters NN --write",
+                 "from typing import Optional", ""]
         for s in cls.declared.values():
             if s.note:
                 lines.append(f"# {s.note}")

@@ -8,7 +8,7 @@ Layout under a results ``root``::
     <root>/tables/<study>_<profile>.csv             the collected table (``write_table``)
 
 A profile's canonical results are the runs of its own parameters, under the results folder itself; a
-run with any parameter overridden belongs to a named *variant* (``lib.notebook.variant_of``), whose
+run with any parameter overridden belongs to a named *variant* (``lib.studies.variants.variant_of``), whose
 store has the same layout under ``<results>/variants/<variant>/`` (``variant_root``) and never
 writes a canonical path. A variant reuses a run the canonical store has by copying its record
 (``copy_finished``).

@@ -19,15 +19,17 @@ from lib.studies import cross_dataset, difficulty_sweep, embedding_norms, flatnc
 
 @runtime_checkable
 class StudyModule(Protocol):
-    """What a study module provides (``lib/studies/<name>.py``).
+    """What a study module provides (``lib/studies/<name>.py``); ``tests/test_variants.py`` checks every module.
 
     Each module also has ``analyze(runs, settings, ...)`` except study 4, whose notebook analyses its
     sections (convergence, latent classes, interventions, OOD) one by one with the module's table functions.
+    A new study: the recipe in docs/layout.md.
     """
 
     Settings: type  # its parameters, each declared once (lib.core.settings.StudySettings); the notebook's cell
     STUDY: str  # the results name: <results>/runs/<STUDY>/<profile>/, tables <STUDY>_<profile>*.csv
     QUESTION: str  # the study's question in one line (the report's summary)
+    PAPER_DATA: str  # the data of the paper's claims, named on the first screen of a render
     HEADLINE: str  # the start of the verdict-table quantity whose result the report's summary shows
     SCALE: tuple  # the profile settings the report names as the scale of its verdicts (data, model, epochs)
     PROFILES: dict  # profile name -> the settings it sets; a parameter left as None takes them
@@ -45,6 +47,10 @@ class StudyModule(Protocol):
 
     def runs_frame(self, records: list[dict], *args) -> Any:
         """One row per collected run record: the factors and scalar metrics its analysis reads."""
+
+    def paper_vs_reproduced(self, *args, **kwargs) -> Any:
+        """The study's verdict table (lib.core.verdicts.table): every published claim through the verdict engine,
+        then the checks of our own; the notebook writes it as ``<STUDY>_<profile>_paper_vs_reproduced.csv``."""
 
 
 @dataclass(frozen=True)
