@@ -211,3 +211,25 @@ def test_no_help_copies_a_run_configs_default_by_hand():
             assert config is not None and name in {f.name for f in dataclasses.fields(config)}, (study.name, name)
             default = config.__dataclass_fields__[name].default
             assert named[1] == (f"{default:g}" if isinstance(default, float) else str(default)), (study.name, name)
+
+
+def test_m0_temperature_and_batch_sizes_are_each_checked_in_one_place():
+    """Issue 40: a value has one range, checked where it is declared. m0, m_last and temperature are run config
+    fields: no settings-level check, the config's (lib.cff.training.MARGIN_RANGE for margins) rejects a bad one by
+    name when resolve builds the plan; study 5's batch sizes take SSLConfig's smallest batch."""
+    from lib.cff.training import MARGIN_RANGE
+    from lib.core.params import ParameterError
+    from lib.ssl.training import MIN_BATCH
+    from lib.studies import STUDIES
+
+    for number in ("01", "02", "03"):
+        declared = STUDIES[number].module.Settings.declared
+        assert all(declared[name].check is None for name in ("m0", "m_last", "temperature")), number
+        defaults = STUDIES[number].settings.defaults()
+        STUDIES[number].module.resolve({**defaults, "profile": "smoke", "m0": MARGIN_RANGE[1]})
+        with pytest.raises(ParameterError, match=r"parameter m0=1\.5 is not allowed"):
+            STUDIES[number].module.resolve({**defaults, "profile": "smoke", "m0": 1.5})
+    flat = STUDIES["05"]
+    assert flat.module.Settings.declared["temperature"].check is None
+    with pytest.raises(ParameterError, match=rf"batch_sizes=\[{MIN_BATCH - 1}, 16\].*>= {MIN_BATCH}"):
+        flat.module.resolve({**flat.settings.defaults(), "profile": "smoke", "batch_sizes": [MIN_BATCH - 1, 16]})

@@ -58,6 +58,9 @@ NORMALIZATIONS = ("fixed", "subset")
 EVAL_PROTOCOLS = ("cff", "clean")
 # The settings of records made before these fields existed (CFFConfig.from_legacy).
 LEGACY_SETTINGS = {"init": "trunc_normal", "normalization": "subset", "eval_protocol": "clean"}
+# A margin added to a cosine similarity before the clamp at 1 [ours: CFF's code takes any]: at 1 every positive pair
+# is clamped from the start, so a larger one changes nothing more. The one range of m0, m_last and dose_m0.
+MARGIN_RANGE = (0.0, 1.0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,7 +104,7 @@ class CFFConfig(Config):
         params.choice("normalization", self.normalization, NORMALIZATIONS)
         params.choice("eval_protocol", self.eval_protocol, EVAL_PROTOCOLS)
         for name in ("m0", "m_last"):
-            params.number(name, getattr(self, name), 0.0, 2.0)
+            params.number(name, getattr(self, name), *MARGIN_RANGE)
         for name in ("temperature", "lr", "probe_lr"):
             params.number(name, getattr(self, name), 0.0, low_open=True)
         params.number("weight_decay", self.weight_decay, 0.0)

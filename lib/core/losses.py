@@ -28,13 +28,11 @@ def _check_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
 def margin_schedule(m0: float, m_last: float, layers: int) -> list[float]:
     """Per-layer margins, linear from ``m0`` at layer 0 to ``m_last`` at layer ``layers - 1``.
 
-    CFF's default is m0 = 0.4, m_last = 0.1; for 8 layers: 0.4, 0.357, ..., 0.143, 0.1.
+    CFF's default is m0 = 0.4, m_last = 0.1; for 8 layers: 0.4, 0.357, ..., 0.143, 0.1. The margins are checked
+    where they are declared, in the run config (``lib.cff.training.MARGIN_RANGE``).
     """
     if layers < 1:
         raise ValueError(f"layers={layers} must be >= 1")
-    for name, m in (("m0", m0), ("m_last", m_last)):
-        if not (math.isfinite(m) and m >= 0):
-            raise ValueError(f"{name}={m} must be a finite margin >= 0")
     if layers == 1:
         return [float(m0)]
     steps = [layer / (layers - 1) for layer in range(layers)]

@@ -51,6 +51,9 @@ DEVICES = ("cpu", "cuda")
 NCE_DIAGNOSTICS = ("info_nce", "grad_scale", "negative_entropy")
 
 
+MIN_BATCH = 2  # the smallest batch: an anchor needs a negative, BatchNorm two samples (the one bound of batch sizes)
+
+
 @dataclasses.dataclass(frozen=True)
 class SSLConfig(Config):
     """One SimCLR or SimSiam run. Defaults are SimCLR's as FLAT runs it [code] unless tagged; study 4
@@ -137,9 +140,9 @@ class SSLConfig(Config):
         if self.method == "simsiam" and self.projector_hidden:
             params.fail("projector_hidden", self.projector_hidden,
                         "0 for simsiam (its projector is projector_dim wide)")
-        if self.batch_size < 2:
+        if self.batch_size < MIN_BATCH:
             params.fail("batch_size", self.batch_size,
-                        "an integer >= 2 (a batch needs negatives and BatchNorm statistics)")
+                        f"an integer >= {MIN_BATCH} (a batch needs negatives and BatchNorm statistics)")
         params.number("warmup_epochs", self.warmup_epochs, 0.0, self.epochs)
         for name in ("projector_bn", "exclude_bias_and_norm", "fixed_predictor_lr", "recalibrate_bn", "channels_last",
                      "zero_init_residual"):

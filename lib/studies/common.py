@@ -13,7 +13,7 @@ import pandas as pd
 from scipy import stats as st
 
 from lib.cff.batched import train_cff_seeds
-from lib.cff.training import CFFConfig
+from lib.cff.training import MARGIN_RANGE, CFFConfig
 from lib.core import params, settings, stats, verdicts
 from lib.core.losses import MARGIN_MODES
 from lib.core.settings import setting
@@ -36,8 +36,9 @@ def clamp_car(frame: pd.DataFrame | None, column: str = "car_layer0_final") -> f
 
 
 def margin(name: str, value, s: dict) -> float:
-    """A margin in [0, 1] (CFFConfig allows up to 2; the studies keep cos-similarity margins below 1)."""
-    return params.number(name, value, 0.0, 1.0)
+    """A margin that is no field of CFFConfig (study 1's ``dose_m0``), in CFFConfig's range of one
+    (:data:`lib.cff.training.MARGIN_RANGE`)."""
+    return params.number(name, value, *MARGIN_RANGE)
 
 
 class CFFSettings(settings.ParallelRuns):
@@ -46,9 +47,8 @@ class CFFSettings(settings.ParallelRuns):
     Every line without a check is checked by CFFConfig when the study builds its plan."""
 
     config = CFFConfig
-    m0: Optional[float] = setting(None, "layer-0 margin (CFFConfig: {default} [code])", margin)
-    m_last: Optional[float] = setting(None, "last-layer margin; linear in between (CFFConfig: {default} [code])",
-                                      margin)
+    m0: Optional[float] = setting(None, "layer-0 margin (CFFConfig: {default} [code])")
+    m_last: Optional[float] = setting(None, "last-layer margin; linear in between (CFFConfig: {default} [code])")
     temperature: Optional[float] = setting(None, "contrastive temperature (CFFConfig: {default} [code])")
     lr: Optional[float] = setting(None, "AdamW learning rate of every layer (CFFConfig: {default} [code])")
     layers: Optional[int] = setting(None, "encoder layers (paper: 8)")

@@ -52,7 +52,7 @@ from lib.core.optim import BASE_LR, lr_formula
 from lib.core.settings import setting
 from lib.core.verdicts import cell
 from lib.ssl import training as ssl
-from lib.ssl.training import SSLConfig, train_ssl
+from lib.ssl.training import MIN_BATCH, SSLConfig, train_ssl
 
 STUDY = "05_flatnce_batch_size"
 PAPER_DATA = "CIFAR-10 (ImageNet for the transfer numbers)"  # named on the first screen of a render
@@ -115,8 +115,9 @@ PROFILES = {
 
 def _batch_sizes(name: str, sizes, s: dict) -> list[int]:
     if (not isinstance(sizes, (list, tuple)) or not sizes or len(set(sizes)) != len(sizes)
-            or any(isinstance(b, bool) or not isinstance(b, int) or b < 2 for b in sizes)):
-        params.fail(name, sizes, "a non-empty list of distinct integers >= 2 (a batch needs negatives)")
+            or any(isinstance(b, bool) or not isinstance(b, int) or b < MIN_BATCH for b in sizes)):
+        params.fail(name, sizes, f"a non-empty list of distinct integers >= {MIN_BATCH} (SSLConfig's smallest batch: "
+                                 "a batch needs negatives)")
     return sorted(sizes)
 
 
