@@ -81,7 +81,7 @@ def _rewrite_text(node, rewrite):
     return node
 
 
-def normalize(nb: nbformat.NotebookNode, target: Path) -> nbformat.NotebookNode:
+def reproducible(nb: nbformat.NotebookNode, target: Path) -> nbformat.NotebookNode:
     """The executed notebook with what differs between executions of unchanged records taken out (module
     docstring); ``target``: where it goes (papermill recorded a temporary path)."""
     nb = copy.deepcopy(nb)
@@ -203,7 +203,7 @@ def write_renders(executed: Path, target: Path) -> list[Path]:
     """Render the executed notebook ``executed`` for ``target`` (``<folder>/<notebook>_<profile>.ipynb``):
     the ipynb rewritten in place and its two HTML copies beside it, named after ``target``; returns the three
     paths, for the caller to move into ``target``'s folder."""
-    nb = normalize(nbformat.read(executed, as_version=4), target)
+    nb = reproducible(nbformat.read(executed, as_version=4), target)
     nbformat.write(nb, executed)
     copies = html_copies(executed.parent, target.stem)
     for path, text in zip(copies, html_texts(nb, target.stem)):

@@ -27,7 +27,7 @@ from lib.run.provenance import load_train_function, train_function_name
 from lib.run.results import NUMERICS_KEYS, environment, numerics_differences
 
 
-def check(train_fn: Callable, config: dict, data_root: str | None = None) -> str:
+def dry_run(train_fn: Callable, config: dict, data_root: str | None = None) -> str:
     """Build ``config`` for ``train_fn`` and load the datasets it names, training nothing; a one-line summary."""
     typed = build(train_fn, config)
     sources = load_datasets([typed], data_root)
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         parser.error("give a record file, or --train and --config")
     if args.check:
-        print(check(load_train_function(train), config, args.data_root))
+        print(dry_run(load_train_function(train), config, args.data_root))
         return 0
     metrics = call(load_train_function(train), config, data_root=args.data_root, progress=False)
     print(json.dumps(metrics, default=str, indent=1))

@@ -68,7 +68,7 @@ class CFFSettings(settings.ParallelRuns):
                           settings.device())
 
 
-def arms(name: str, value, s: dict) -> list[str]:
+def margin_modes_with_both_arms(name: str, value, s: dict) -> list[str]:
     """The margin modes of studies 2 and 3: at least clamp and subtract, the variance ratio's two arms."""
     modes = params.choices(name, value, MARGIN_MODES)
     if not {"clamp", "subtract"} <= set(modes):

@@ -111,7 +111,8 @@ class Settings(common.CFFSettings):
                                              _shapes_options)
     seeds: Optional[int] = setting(None, "seeds per arm and dataset (about 5 reproduce the paper's p-values [ours, "
                                          "inferred])", settings.seed_count(2))  # a variance needs two runs per arm
-    margin_modes: list = setting(list(common.ARMS), "margin treatments compared [paper]", common.arms)
+    margin_modes: list = setting(list(common.ARMS), "margin treatments compared [paper]",
+                                 common.margin_modes_with_both_arms)
     stabilizer: Optional[str] = setting(None, "logit stabiliser of every run (CFFConfig: {default} [code])",
                                         note="One logit stabiliser is enough: it is gradient-neutral.")
     train_subset: Optional[int] = setting(None, "use this many training images per dataset (0: all)")
@@ -313,7 +314,7 @@ def vr_claim(published: str, measured_on: str, top5: bool = False) -> verdicts.C
                           regime=regime)
 
 
-def arms(runs: pd.DataFrame, entry: str, metric: str = "top1") -> tuple[dict, dict]:
+def seed_arms_of_entry(runs: pd.DataFrame, entry: str, metric: str = "top1") -> tuple[dict, dict]:
     """Clamp's and subtract's ``{seed: metric in percent}`` on one dataset entry: the engine's input."""
     seeds = common.seed_observations(runs[runs.dataset == entry], [], [metric])
     return tuple({int(r.seed): 100 * float(getattr(r, metric)) for r in seeds[seeds.margin_mode == mode].itertuples()
@@ -342,11 +343,11 @@ def paper_vs_reproduced(summary: pd.DataFrame, skipped: dict, runs: pd.DataFrame
             continue
         matched[published] = match.dataset
         on_entry = runs[(runs.dataset == match.dataset) & (runs.status == "ok")]
-        tested.append(verdicts.evaluate(vr_claim(published, match.dataset), *arms(runs, match.dataset),
+        tested.append(verdicts.evaluate(vr_claim(published, match.dataset), *seed_arms_of_entry(runs, match.dataset),
                                         regime_value=common.clamp_car(on_entry)))
         if np.isfinite(match.vr_top5):
             tested.append(verdicts.evaluate(vr_claim(published, match.dataset, top5=True),
-                                            *arms(runs, match.dataset, "top5")))
+                                            *seed_arms_of_entry(runs, match.dataset, "top5")))
         on = "" if match.dataset == published else f" (on {match.dataset}, a stand-in)"
         ok = runs[(runs.dataset == match.dataset) & (runs.status == "ok")]
         if "car" in pub:
@@ -359,7 +360,7 @@ def paper_vs_reproduced(summary: pd.DataFrame, skipped: dict, runs: pd.DataFrame
             claim = verdicts.Claim(f"{name}: top-1 accuracy, mean of both arms (%){on}", "one_sample", pub["acc"],
                                    pub["acc_tag"], kind="check", published_text=f"about {pub['acc']:.0f}")
             checks.append(verdicts.evaluate(claim, {int(k): 100 * v for k, v in seeds.items()}))
-    others = [arms(runs, entry) for published, entry in matched.items() if published != "cifar10"]
+    others = [seed_arms_of_entry(runs, entry) for published, entry in matched.items() if published != "cifar10"]
     published_others = [PUBLISHED[p]["vr"] for p in matched if p != "cifar10"]
     if "cifar10" in matched and published_others:
         contrast = PUBLISHED["cifar10"]["vr"] / math.exp(np.mean(np.log(published_others)))
@@ -371,7 +372,7 @@ def paper_vs_reproduced(summary: pd.DataFrame, skipped: dict, runs: pd.DataFrame
                                        + ", ".join(f"{v:.2f}" for v in published_others),
                         evidence="[ours: derived from the [paper]'s VRs "
                                  + ", ".join(f"{v:.2f}" for v in [PUBLISHED["cifar10"]["vr"], *published_others]) + "]")
-        tested.insert(0, verdicts.evaluate_contrast(claim, arms(runs, matched["cifar10"]), others))
+        tested.insert(0, verdicts.evaluate_contrast(claim, seed_arms_of_entry(runs, matched["cifar10"]), others))
     else:
         tested.insert(0, replace(verdicts.evaluate(REVERSAL), notes={"why": "CIFAR-10 and another set needed"}))
     rows = verdicts.decide(tested) + verdicts.decide(checks)

@@ -106,7 +106,8 @@ class Settings(common.CFFSettings):
     levels: Optional[list] = setting(None, "knob levels, none to severe: aug_level 0..4, difficulty in [0, 1]",
                                      _levels)
     seeds: Optional[int] = setting(None, "seeds per arm and level", settings.seed_count(2))
-    margin_modes: list = setting(list(common.ARMS), "margin treatments compared [paper]", common.arms)
+    margin_modes: list = setting(list(common.ARMS), "margin treatments compared [paper]",
+                                 common.margin_modes_with_both_arms)
     stabilizer: Optional[str] = setting(None, "logit stabiliser of every run (CFFConfig: {default} [code])",
                                         note="One logit stabiliser is enough: it is gradient-neutral.")
 
@@ -207,7 +208,7 @@ DIFFICULTY = verdicts.Claim("difficulty: VR at the level matched to 25% accuracy
                             published_text=f"{HARD_OVER_CEILING:.3g} = 16.73 / 0.25")
 
 
-def arms(runs: pd.DataFrame, level) -> tuple[dict, dict]:
+def seed_arms_at_level(runs: pd.DataFrame, level) -> tuple[dict, dict]:
     """Clamp's and subtract's ``{seed: top-1 in percent}`` at one level: the engine's input."""
     seeds = common.seed_observations(runs[runs.level == level], [], ["top1"])
     return tuple({int(r.seed): 100 * float(r.top1) for r in seeds[seeds.margin_mode == mode].itertuples()}
@@ -254,11 +255,13 @@ def paper_vs_reproduced(summary: pd.DataFrame, chance: float, stand_in: str | No
         matched[acc] = r.level
         claim = replace(claim, quantity=f"{claim.quantity}: level {r.level:g}, {r.top1_mean:.1f}% "
                                         f"({float(ours_rel[i]):.2f})")
-        tested.append(verdicts.evaluate(claim, *arms(runs, r.level), regime_value=level_car(runs, r.level)))
+        tested.append(verdicts.evaluate(claim, *seed_arms_at_level(runs, r.level),
+                                        regime_value=level_car(runs, r.level)))
     hard, easy = matched.get(PUBLISHED_POINTS[2][0]), matched.get(PUBLISHED_POINTS[0][0])
     if hard is not None and easy is not None and hard != easy:
         claim = replace(DIFFICULTY, quantity=f"{DIFFICULTY.quantity}{on}: level {hard:g} over level {easy:g}")
-        tested.insert(0, verdicts.evaluate_contrast(claim, arms(runs, hard), [arms(runs, easy)],
+        tested.insert(0, verdicts.evaluate_contrast(claim, seed_arms_at_level(runs, hard),
+                                                    [seed_arms_at_level(runs, easy)],
                                                     regime_value=level_car(runs, hard)))
     else:
         tested.insert(0, replace(verdicts.evaluate(DIFFICULTY), notes={

@@ -326,13 +326,13 @@ def paper_vs_reproduced(out: dict, trajectory: dict | None = None) -> pd.DataFra
     """
     seeds, dose, longer = out.get("seeds"), out.get("dose_seeds"), out.get("trajectory_seeds")
 
-    def arms(frame, value, first="clamp", second="subtract"):
+    def seed_arms(frame, value, first="clamp", second="subtract"):
         if frame is None or not len(frame):
             return None, None
         return observations(frame, value, first), observations(frame, value, second)
 
     def subtract(value):
-        return arms(seeds, value)[1]
+        return seed_arms(seeds, value)[1]
 
     def at_epoch(claim):  # the final epoch's number, and the run length: "final epoch (8 of 8)"
         return replace(claim, quantity=claim.quantity.replace(
@@ -342,10 +342,10 @@ def paper_vs_reproduced(out: dict, trajectory: dict | None = None) -> pd.DataFra
         epochs=out.get("trajectory_epochs", "N")))
     dose_claim = replace(CLAIMS["dose"], quantity=CLAIMS["dose"].quantity.format(dose_m0=out.get("dose_m0", 0.2)))
     tested = [
-        verdicts.evaluate(CLAIMS["vr"], *arms(seeds, "top1"), regime_value=common.clamp_car(seeds)),
-        verdicts.evaluate(CLAIMS["means"], *arms(seeds, "top1")),
-        verdicts.evaluate(at_epoch(CLAIMS["grad"]), *arms(seeds, "grad_norm_layer0_final", "subtract", "clamp")),
-        verdicts.evaluate(trajectory_claim, *arms(longer, "grad_norm_layer0_final", "subtract", "clamp")),
+        verdicts.evaluate(CLAIMS["vr"], *seed_arms(seeds, "top1"), regime_value=common.clamp_car(seeds)),
+        verdicts.evaluate(CLAIMS["means"], *seed_arms(seeds, "top1")),
+        verdicts.evaluate(at_epoch(CLAIMS["grad"]), *seed_arms(seeds, "grad_norm_layer0_final", "subtract", "clamp")),
+        verdicts.evaluate(trajectory_claim, *seed_arms(longer, "grad_norm_layer0_final", "subtract", "clamp")),
         verdicts.evaluate(dose_claim, None if dose is None or not len(dose) else observations(dose, "top1", "clamp"),
                           subtract("top1") if seeds is not None and len(seeds) else None,
                           regime_value=common.clamp_car(dose)),
