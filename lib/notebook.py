@@ -112,6 +112,7 @@ EXPLORE_NOTE = " ".join([
     "right panel the chosen curve of every run. The controls need a live kernel; a static render shows this",
     "notebook's own results."])
 
+DATA_SCALE = ("dataset", "datasets", "real_dataset", "train_subset", "real_train_subset")  # said by the data part
 SIMULATIONS = "simulations"  # the sub-folder of a study's runs that holds its simulations (Setup.simulate)
 
 
@@ -167,14 +168,27 @@ class Setup:
 
     def first_screen(self) -> str:
         """The line a reader meets under the title: the profile, the data this run uses (a real dataset's training
-        images: the subsets of the cpu profile say so) and the paper's."""
+        images: the subsets of the cpu profile say so), the model and length (:meth:`scale`) and the paper's data."""
         names = sorted({as_dict(c).get("dataset", "") for c in self.configs} - {""})
         sizes = {f.name: f.train_images for f in self.datasets.values()
                  if f.name in names and not f.options and DATASETS[f.name].fetched}
         here = ", ".join((DATASETS[n].display_name if n in DATASETS else n)
                          + (f" ({sizes[n]:,} training images)" if n in sizes else "") for n in names) or "no dataset"
-        return (f"**Profile `{self.settings['profile']}`** on {here}; the paper's data: "
+        return (f"**Profile `{self.settings['profile']}`** on {here}; {self.scale()}; the paper's data: "
                 f"{self.study.module.PAPER_DATA}.")
+
+    def scale(self) -> str:
+        """The model and length these runs have, by the study's ``SCALE`` settings other than the data's (the report
+        names the same under the study): "width multiplier 0.25, epochs 6, batch sizes 32/128/512, seeds 2"."""
+        shown = []
+        for key in self.study.module.SCALE:
+            value = self.settings.get(key)
+            if key in DATA_SCALE or value in (None, 0, [], ""):
+                continue
+            text = "/".join(map(str, value)) if isinstance(value, (list, tuple)) else f"{value:g}" if isinstance(
+                value, float) else str(value)
+            shown.append(f"{key.replace('_', ' ')} {text}")
+        return ", ".join(shown)
 
 
     def run(self, frame: Callable[[list[dict]], Any], *, show: list[str]) -> tuple[list[dict], Any]:

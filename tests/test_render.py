@@ -96,8 +96,11 @@ def test_the_readers_copies_open_with_the_findings_and_the_report_has_no_code(re
     reader = render.findings_first(executed)
     assert reader.cells[0].source.startswith("# Study 6") and "\n" not in reader.cells[0].source.strip()
     # the first screen names the profile, the data and the paper's data, then the findings follow
-    assert reader.cells[1].source == ("**Profile `quick`** on digits (scikit-learn), synthetic, teacher_student; "
-                                      f"the paper's data: {stop_gradient.PAPER_DATA}.")
+    first = reader.cells[1].source
+    assert first.startswith("**Profile `quick`** on digits (scikit-learn), synthetic, teacher_student; ")
+    assert first.endswith(f"; the paper's data: {stop_gradient.PAPER_DATA}.")
+    quick = stop_gradient.PROFILES["quick"]  # the model and length, by the study's SCALE keys
+    assert f"num classes {quick['num_classes']}" in first and f"embed dim {quick['embed_dim']}" in first
     assert reader.cells[2:4] == tagged and "paper_vs_reproduced" in reader.cells[3].source
     full, report = files[f"{NAME}.html"].decode(), files[f"{NAME}{render.REPORT_SUFFIX}.html"].decode()
     for page in (full, report):  # the findings table comes before the first figure, its text left-aligned
