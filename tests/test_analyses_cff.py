@@ -568,8 +568,10 @@ def test_study3_table_matches_published_points_by_relative_accuracy(planted_stud
     # the paper's 26.8% (0.193) and 25% (0.172); level 4 (0.5) matches none
     table = difficulty_sweep.paper_vs_reproduced(planted_study3, chance=10.0, stand_in=None, runs=sweep_runs())
     ceiling, hard, hardest = (_row(table, f"VR at {acc:g}% accuracy") for acc in (97.0, 26.8, 25.0))
-    assert ceiling.quantity.endswith("level 0, 90.0% (1.00)") and ceiling.ours.startswith(f"{1 / 9:.3g} [")
-    assert hard.quantity.endswith("level 2, 26.0% (0.20)") and hardest.quantity.endswith("level 2, 26.0% (0.20)")
+    assert ceiling.quantity.endswith("our level 0, 90.0% accuracy, 1.00 of the way")
+    assert ceiling.ours.startswith(f"{1 / 9:.3g} [")
+    assert hard.quantity.endswith("our level 2, 26.0% accuracy, 0.20 of the way")
+    assert hardest.quantity.endswith("our level 2, 26.0% accuracy, 0.20 of the way")
     assert hard.ours.startswith("9 [") and hard.n == "6 vs 6"
     hard_p = max(f_test_p(9.0, 5, 5), brown_forsythe_reference(3 * PATTERN, PATTERN))
     assert float(hard.p) == pytest.approx(hard_p, rel=1e-2)

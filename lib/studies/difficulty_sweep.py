@@ -253,8 +253,8 @@ def paper_vs_reproduced(summary: pd.DataFrame, chance: float, stand_in: str | No
                        "the chance-to-ceiling range away)"}))
             continue
         matched[acc] = r.level
-        claim = replace(claim, quantity=f"{claim.quantity}: level {r.level:g}, {r.top1_mean:.1f}% "
-                                        f"({float(ours_rel[i]):.2f})")
+        claim = replace(claim, quantity=f"{claim.quantity}: our level {r.level:g}, {r.top1_mean:.1f}% accuracy, "
+                                        f"{float(ours_rel[i]):.2f} of the way")
         tested.append(verdicts.evaluate(claim, *seed_arms_at_level(runs, r.level),
                                         regime_value=level_car(runs, r.level)))
     hard, easy = matched.get(PUBLISHED_POINTS[2][0]), matched.get(PUBLISHED_POINTS[0][0])
