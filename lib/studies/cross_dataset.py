@@ -33,12 +33,9 @@ from lib.studies.common import sweep_options  # noqa: F401  (run_sweep's options
 
 STUDY = "02_cross_dataset_reversal"
 PAPER_DATA = "CIFAR-10, CIFAR-100, SVHN and Fashion-MNIST"  # the data of the paper's claims, named on the first screen
-# The study's question in one line, for the report's summary
 QUESTION = ("Is the variance effect of margin clamping reversed (VR < 1) on datasets other than CIFAR-10, as the "
             "clamp activation rate and positive-pair density would predict?")
-# The verdict-table row (the start of its quantity) whose result the report's summary shows
 HEADLINE = "the reversal"
-# the profile settings the report names as the scale of a verdict
 SCALE = ("datasets", "train_subset", "layers", "embed_dim", "epochs", "batch_size", "seeds")
 TRAIN = train_cff
 

@@ -34,12 +34,9 @@ from lib.studies.common import sweep_options  # noqa: F401  (run_sweep's options
 
 STUDY = "03_difficulty_sweep"
 PAPER_DATA = "SVHN"  # the data of the paper's claims, named on the first screen of a render
-# The study's question in one line, for the report's summary
 QUESTION = ("Does the variance effect of margin clamping depend on task difficulty, large only at intermediate "
             "accuracy?")
-# The verdict-table row (the start of its quantity) whose result the report's summary shows
 HEADLINE = "difficulty: VR at the level matched to 25% accuracy"
-# the profile settings the report names as the scale of a verdict
 SCALE = ("dataset", "levels", "train_subset", "layers", "embed_dim", "epochs", "batch_size", "seeds")
 TRAIN = train_cff
 KNOBS = ("aug_level", "difficulty")

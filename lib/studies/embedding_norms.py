@@ -41,12 +41,9 @@ from lib.ssl.training import METHODS, SSLConfig, class_list, train_ssl
 
 STUDY = "04_embedding_norms"
 PAPER_DATA = "CIFAR-10 and CIFAR-100 (ImageNet-100 for one intervention)"  # named on the first screen
-# The study's question in one line, for the report's summary
 QUESTION = ("Do embedding norms grow under a cosine loss and slow convergence as the norm squared, act as a "
             "confidence and OOD score, and do cut-initialisation and GradScale help?")
-# The verdict-table row (the start of its quantity) whose result the report's summary shows
 HEADLINE = "(d) simclr: the norm as a confidence score"
-# the profile settings the report names as the scale of a verdict
 SCALE = ("dataset", "width_multiplier", "epochs", "batch_size", "seeds")
 TRAIN = train_ssl
 INTERVENTIONS = ("default", "weight_decay", "cut_init", "grad_scale", "cut_init+grad_scale")

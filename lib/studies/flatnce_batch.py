@@ -56,11 +56,8 @@ from lib.ssl.training import MIN_BATCH, SSLConfig, train_ssl
 
 STUDY = "05_flatnce_batch_size"
 PAPER_DATA = "CIFAR-10 (ImageNet for the transfer numbers)"  # named on the first screen of a render
-# The study's question in one line, for the report's summary
 QUESTION = "Does FlatNCE beat InfoNCE at every batch size, most at small batches?"
-# The verdict-table row (the start of its quantity) whose result the report's summary shows
 HEADLINE = "[FLAT's rule 0.3 × B / 256] FlatNCE - InfoNCE, linear-probe top-1, mean over batch sizes"
-# the profile settings the report names as the scale of a verdict
 SCALE = ("dataset", "width_multiplier", "epochs", "batch_sizes", "lr_rules", "seeds")
 TRAIN = train_ssl
 LOSSES = ("infonce", "flatnce")  # the contrastive losses compared [paper]

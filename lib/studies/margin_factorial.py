@@ -30,12 +30,9 @@ from lib.studies.common import (
 
 STUDY = "01_margin_factorial"
 PAPER_DATA = "CIFAR-10"  # the data of the paper's claims, named on the first screen of a render
-# The study's question in one line, for the report's summary
 QUESTION = ("Does clamping the positive-pair similarity at a margin inflate the seed-to-seed variance of accuracy "
             "on CIFAR-10, compared with subtracting the margin?")
-# The verdict-table row (the start of its quantity) whose result the report's summary shows
 HEADLINE = "VR = Var(clamp)/Var(subtract)"
-# the profile settings the report names as the scale of a verdict
 SCALE = ("dataset", "train_subset", "layers", "embed_dim", "epochs", "batch_size", "seeds")
 TRAIN = train_cff
 

@@ -24,12 +24,9 @@ from lib.core.settings import setting
 
 STUDY = "06_stop_gradient_collapse"
 PAPER_DATA = "a minimal model whose equations are not public (ours is a reconstruction)"  # first screen
-# The study's question in one line, for the report's summary
 QUESTION = ("In a minimal model with frustrated samples, does the label geometry collapse at a rate set by the "
             "frustrated fraction, and does a head with stop-gradient prevent it?")
-# The verdict-table row (the start of its quantity) whose result the report's summary shows
 HEADLINE = "real data: stop-gradient keeps the classes apart"
-# the profile settings the report names as the scale of a verdict
 SCALE = ("num_classes", "embed_dim", "r_values", "steps", "seeds", "real_dataset", "real_train_subset")
 TRAIN = train_collapse
 
