@@ -1,96 +1,18 @@
 """Results store: one JSON record per training run, written atomically, plus one CSV table
-per (study, profile). It runs past 400 lines because the record schema, the run id's hashing and the
-atomic writes are one contract, documented here together.
-
-Layout under a results ``root``::
+per (study, profile). It runs past 400 lines because the record schema, the run id's hashing, the record's
+provenance and the atomic writes are one contract; ``docs/results-store.md`` documents it in full (hashing
+rules, record schema, table columns, errors).
 
     <root>/runs/<study>/<profile>/<run_id>.json     one record per run
     <root>/tables/<study>_<profile>.csv             the collected table (``write_table``)
 
-A profile's canonical results are the runs of its own parameters, under the results folder itself; a
-run with any parameter overridden belongs to a named *variant* (``lib.studies.variants.variant_of``), whose
-store has the same layout under ``<results>/variants/<variant>/`` (``variant_root``) and never
-writes a canonical path. A variant reuses a run the canonical store has by copying its record
-(``copy_finished``).
-
-A run is identified by its config (a typed config of ``lib.core.config`` or its dict form):
-``run_id = config_hash(config)``, the first 16 hex chars of the SHA-256 of ``config_json(config)``.
-Study and profile are not part of the hash; they select the folder. Put everything that makes runs
-differ (seed, dataset, hyper-parameters) in the config: ``write`` refuses a ``seed``/``dataset``
-argument that contradicts a ``seed``/``dataset`` key of the config.
-
-Hashing rules (``canonical_json``)
-----------------------------------
-* keys sorted, separators ``","`` and ``":"``, ASCII only (non-ASCII escaped), so the text
-  does not depend on dict order or on whitespace;
-* floats are written with ``repr`` (shortest exact round trip), so ``0.1`` stays ``0.1``;
-* tuples become lists (``(1, 2)`` and ``[1, 2]`` hash equal);
-* numpy / torch scalars and arrays are converted with ``.item()`` / ``.tolist()`` first, so
-  ``np.float64(0.5)`` hashes like ``0.5``;
-* **numbers are normalised** (``config_json``): a float with an integral value hashes as that
-  integer, so ``epochs=10`` and ``epochs=10.0`` are one config, and ``-0.0`` is ``0``. The record
-  keeps the config as given. ``True`` still differs from ``1`` (a flag is not a number);
-* dict keys must be strings (``TypeError`` otherwise);
-* non-finite floats (nan, inf) are **rejected** in a config (``ValueError``): a config is
-  strict JSON. Use ``None`` or a string for "no limit".
-
-Record schema (``SCHEMA_VERSION = 2``), one JSON object, keys sorted, indented by 2::
-
-    schema_version  int     2   (1: before typed configs and normalised numbers; ``lib.migrate``)
-    study           str
-    profile         str
-    run_id          str     16 hex chars == config_hash == the file name stem
-    config_hash     str     same as run_id
-    config          object  the full config, as given (tuples as lists)
-    seed            int
-    dataset         str
-    status          str     "ok" | "diverged" | "failed"   (STATUSES)
-    metrics         object  scalars and curves: lists, nested objects of lists / scalars
-    error           str|null  traceback / message for "failed" (may be set for others)
-    environment     object  environment(): git_commit, git_dirty, python, torch, torchvision,
-                            numpy, platform, hostname, device, torch_threads, and the hardware
-                            (``hardware()``): cpu_model, cpu_capability, cpu_count, blas, onednn,
-                            kernel_env, cuda
-    timings         object  e.g. started_at (ISO-8601 UTC, see ``utc_now``), wall_s, train_s,
-                            eval_s -- free-form, numbers or strings
-    extra           object  free-form additions (``{}`` when not given); the sweep writes ``train``
-                            (the training function) and ``rerun`` (the command that re-runs it);
-                            a migrated record keeps its first id as ``legacy_run_id``
-    written_at      str     ISO-8601 UTC time the record was written
-
-``FINISHED_STATUSES = ("ok", "diverged")``: such a run is skipped by ``is_finished``;
-"failed" (the run raised) is re-run next time and its record is overwritten.
-
-Non-finite floats in ``metrics``, ``timings`` and ``extra`` are stored as the JSON *strings*
-``"nan"``, ``"inf"`` and ``"-inf"`` so that the files stay strict JSON (readable by jq, JS,
-...). ``load()`` turns exactly these strings back into floats in those three sections, so
-they cannot be used as ordinary string values there.
-
-A record file that cannot be parsed, is not an object, lacks a schema key, has another
-``schema_version`` or a ``run_id`` that differs from its file name counts as corrupt:
-``load`` warns (``ResultsStoreWarning``, naming the path) and returns ``None``;
-``records``/``table`` warn and skip it.
-
-Table columns (``table()`` / ``write_table()``), in this order:
-
-    study, profile, run_id, seed, dataset, status,
-    config.<key>   one per top-level config key over all records, sorted; list/dict values
-                   as canonical JSON text
-    metric.<key>   one per top-level metric that is a scalar (number, bool, str, null) in at
-                   least one record, sorted; curves (lists) and nested dicts are left out
-    git_commit, git_dirty, torch, device      from the record's environment
-    started_at, wall_s                        from the record's timings
-
-Rows are sorted by run_id; cells a record lacks are empty. In the CSV (``index=False``,
-``"\\n"`` line ends) nan and missing values are both written as empty cells; inf as ``inf``.
-Writing the same records twice gives a byte-identical file.
-
-Errors: an ``OSError`` while writing (read-only folder, disk full, ...) is raised as
-``ResultsStoreError`` naming the path and the cause; the target file is then unchanged and no
-temporary file is left behind. A writer killed mid-write (SIGKILL, a dead node) cannot clean up:
-its temporary file ``.<name>.<host>.<pid>.<random>.tmp`` stays, is never read as a record, and
-``remove_stale_temp_files`` (``lib.run.sweep.run_sweep`` calls it first) deletes those whose process
-on this host is gone. Another host's are left alone: whether their writer lives is not known here.
+``run_id = config_hash(config)``: the first 16 hex chars of the SHA-256 of ``config_json(config)`` (keys sorted,
+integral floats as ints, non-finite floats refused, a config field added later left out at its default). Study
+and profile select the folder, not the hash. A variant's store has the same layout under
+``<results>/variants/<variant>/`` (``variant_root``; the rule is ``lib.studies.variants.variant_of``) and reuses a
+canonical run by copying its record (``copy_finished``). ``FINISHED_STATUSES = ("ok", "diverged")``: a finished
+run is skipped (``is_finished``); a "failed" one runs again. A corrupt record warns (``ResultsStoreWarning``) and
+counts as absent; a failed write raises ``ResultsStoreError`` and leaves the target as it was.
 """
 from __future__ import annotations
 
