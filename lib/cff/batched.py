@@ -1,14 +1,6 @@
-"""Several seeds of one CFF config trained as ONE model with stacked parameters (``torch.func``).
-
-What it is for: GPU throughput. The paper's model (E=128, L=8, 64 tokens) is far too small to fill
-a GPU, so training S seeds of a cell one after the other leaves the device mostly idle and pays
-S times the kernel-launch overhead. Here the S models' parameters are stacked along a new leading
-dimension (``torch.func.stack_module_state``) and the forward pass and loss are ``vmap``-ed over it
-(``torch.func.functional_call`` on a stateless base module), so one set of kernels runs all S seeds.
-On a CPU there is nothing to gain -- the cores are already busy with one model and vmap only adds
-bookkeeping -- and separate processes (``lib.run.sweep``'s workers) are the better tool.
-
-API::
+"""Several seeds of one CFF config trained as ONE model with stacked parameters (``torch.func``), for GPU throughput:
+the S models' parameters are stacked (``stack_module_state``) and the forward pass and loss ``vmap``-ed over them,
+so one set of kernels runs all S seeds. On a CPU separate processes (``lib.run.sweep``'s workers) are better.
 
     base, params = stack_seeds([model_0, ..., model_{S-1}])   # params: {name: [S, ...] leaf tensor}
     optimizer = torch.optim.AdamW(params.values(), lr=..., weight_decay=...)
@@ -16,38 +8,10 @@ API::
                              stabilizer=..., temperature=...)  # views [S, 2B, C, H, W], labels [S, 2B]
     model_s = unstack_seed(base, params, s)                    # a normal CFFViT, e.g. for the probe
 
-Why one batched step equals S separate ``lib.cff.training.cff_step`` calls (in exact arithmetic):
-
-- Forward and loss: ``vmap`` runs, for each seed s, exactly ``cff_step``'s computation -- the
-  layer-local forward ``model(views, local=True)``, the mean over tokens and ``margin_supcon`` with
-  each layer's margin -- on seed s's own parameters and its own batch (each seed has its own data
-  order and augmentation, so ``views`` and ``labels`` carry a seed dimension too).
-- Backward: the seeds share no parameter and no activation, so d(sum over seeds of loss_s)/d theta_s
-  = d loss_s / d theta_s: one backward pass over the summed loss gives every seed exactly its own
-  gradient, just as ``cff_step``'s single backward over the summed layer losses gives every layer
-  its own gradient (inputs are detached between layers).
-- Update: AdamW is element-wise -- moments, bias correction, the ``lr * weight_decay`` decoupled
-  decay and the step are computed per element with no norm, clipping or other coupling across
-  elements -- so one AdamW over the stacked tensors takes exactly the steps of S separate AdamWs
-  with the same hyperparameters (lr, betas, eps, weight decay all apply per element; the step
-  counter is shared, which is harmless because all seeds always step together). This does NOT
-  hold for optimizers with a global coupling (gradient clipping by total norm, LARS/LAMB trust
-  ratios, Adafactor's factored moments): those would mix the seeds.
-
-On a CPU, vmap loops over the seeds for the fused attention kernel; see docs/notes/cff.md.
-
-Floating point: batched matmuls may sum in a different order than the per-seed ones, so results
-agree to float32 rounding (about 1e-6 relative), not bit for bit. One visible consequence: the
-gradient of each attention block's key bias is exactly zero in exact arithmetic (softmax ignores a
-constant added to every key's score), so in float32 it is rounding noise (~1e-9) that differs between
-the batched and the separate computation, and Adam (eps = 1e-8, the same order) turns it into steps
-of up to lr in either direction. Those entries wander by noise in both cases; they do not affect
-any output.
-
-Divergence: the step is all-or-nothing. If any seed's loss is non-finite, ``batched_cff_step``
-returns None and updates nothing -- in a batched cell one diverging seed stops the step for all
-seeds -- and ``train_cff_seeds`` returns None; ``lib.run.sweep`` then trains the cell's seeds one by one,
-which records the diverging seed as "diverged" and lets the others finish.
+One batched step equals S separate ``lib.cff.training.cff_step`` calls in exact arithmetic (the seeds share no
+parameter or activation, and AdamW acts element by element), and agrees to float32 rounding in practice. A
+non-finite loss in any seed stops the step for all (``batched_cff_step`` returns None) and the sweep trains that
+cell's seeds one by one. Why each of these holds, and the one visible float32 effect: ``docs/cff-batched.md``.
 """
 from __future__ import annotations
 

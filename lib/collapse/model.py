@@ -1,69 +1,16 @@
 """A minimal model of representation collapse: frustration, stop-gradient and dynamics.
 
-This is a **reconstruction** [ours] of the model of COLLAPSE (Yao, Li & Liu 2026, arXiv
-2604.09979) from its published claims; the paper's equations are not public. Every formula
-below is our choice, made so that the model is the simplest one consistent with each stated
-claim (docs/studies.md, "Study 6"). Agreement with those claims therefore checks our algebra and our
-integrators, not the paper's derivation.
-
-The embedding-only model
-------------------------
-n labels with embeddings v_b in R^d; N samples with embeddings u_i in R^d, each belonging to a
-class y_i. A sample is *clean* (attached to its own label) or *frustrated* (attached to every
-label, with weight 1/n each). The attachment matrix P (N x n) is therefore row-stochastic::
-
-    P_ib = 1[b = y_i]   (clean)          P_ib = 1/n   (frustrated)
-
-With m samples per class of which a fraction r is frustrated, every label carries the same
-attached weight w_b = sum_i P_ib = (1 - r) m + r m = m. The loss is the weighted squared
-distance between each sample and each label it is attached to::
-
-    L(u, v) = 1/2 sum_i sum_b P_ib |u_i - v_b|^2
-
-Gradient flow with rate gamma, each block normalised by its attached weight (a sample carries
-weight 1, a label w_b; this is plain gradient descent with one learning rate per block)::
-
-    du_i/dt = -gamma dL/du_i         = -gamma (u_i - sum_b P_ib v_b)
-    dv_b/dt = -gamma/w_b dL/dv_b     = -gamma (v_b - (1/w_b) sum_i P_ib u_i)
-
-so a clean sample relaxes to its label, a frustrated one to the mean label v_bar, and a label to
-(1 - r) c_b + r f_bar (c_b: mean of its clean samples, f_bar: mean of all frustrated samples).
-
-The flow is linear; its closed form (sectors, rates, propagators) is in :mod:`lib.collapse.theory`.
-
-The head and stop-gradient
---------------------------
-A shared linear head W (d x d) predicts each side of a pair from the other::
-
-    L_head = 1/2 sum_ib P_ib ( |W u_i - sg(v_b)|^2 + |W v_b - sg(u_i)|^2 )
-
-With stop-gradient (mode "sg") the targets sg(.) are constants: u_i gets the gradient of the first
-term only, v_b of the second, W of both. Without it (mode "no_sg") the gradients also flow into the
-targets, and the flow is gradient descent on a loss whose zero set, once r > 0, needs W f = v_b for every
-b, i.e. all labels equal: the labels collapse even with the head. With stop-gradient the fixed points satisfy
-W c_a = v_a, W f = v_bar and W v_a = (1 - r) c_a + r f_bar, hence::
-
-    W^2 c_a = (1 - r) c_a + r c_bar
-
-W^2 has eigenvalue 1 on the mean direction and 1 - r on the n - 1 class directions, and the fixed
-points form a continuum at any scale: class separation stays finite. W's rate is gamma * head_rate / N and
-W starts at head_init * I [ours]; the defaults of ``lib.collapse.training.CollapseConfig``, W(0) = I (the head starts
-as the no-head model) and head_rate = 10, let W reach its fixed point before the labels have shrunk much. With a
-slow head the class directions shrink at the slow rate while W adapts, and for larger r some are lost on the way (a
-dimensional collapse): stop-gradient prevents collapse only if the head keeps up.
-
-Embeddings made by a linear student from inputs (a teacher's, or real images) are in :mod:`lib.collapse.student`.
-
-Integration. One step of size dt of the flow x' = F(x): "euler" x + dt F(x) with the hand-written F
-(``flow``); "gd" the same step with F from autograd on ``loss`` -- plain gradient descent with learning
-rate (block rate) * dt, identical to "euler" up to rounding; "rk4" the classical fourth-order Runge-Kutta
-step, which follows the continuous-time closed form. Gradient descent decays a mode of rate lambda at
--log(1 - lambda dt) / dt per unit time, not lambda.
-
-Observables: the minimum inter-label distance, nearest-label accuracy of the predictions (W u_i with a
-head, u_i without; exact, and with a fixed Gaussian readout noise of std ``readout_noise`` added, which is
-how a scale-free collapse shows up in accuracy), and the W^2 spectrum on the span of the labels. All
-arithmetic is float64, so a collapse can be followed over many decades.
+A **reconstruction** [ours] of COLLAPSE's model (Yao, Li & Liu 2026, arXiv 2604.09979) from its published
+claims; the paper's equations are not public, so agreement with the claims checks our algebra and integrators,
+not the paper's derivation. n labels v_b and N samples u_i in R^d; a clean sample is attached to its own label, a
+frustrated one (a fraction r of each class) to every label with weight 1/n. The loss
+L = 1/2 sum_ib P_ib |u_i - v_b|^2 flows with rate gamma, each block normalised by its attached weight; a shared
+linear head W predicts each side of a pair from the other, with stop-gradient ("sg") or without ("no_sg"). The
+flow is linear: its closed form is :mod:`lib.collapse.theory`; students that make embeddings from inputs are
+:mod:`lib.collapse.student`. Integrators: "euler" (hand-written flow), "gd" (autograd, plain gradient descent),
+"rk4". Observables: the minimum inter-label distance, nearest-label accuracy (exact and with a fixed readout
+noise), the W^2 spectrum. Float64 throughout. The model's equations, fixed points and why stop-gradient keeps
+the classes apart only while the head keeps up: ``docs/collapse-model.md``.
 """
 from __future__ import annotations
 
