@@ -235,8 +235,10 @@ def test_study3_matches_published_points_by_relative_accuracy():
     runs = pd.DataFrame([r for level, acc, vr in levels for r in _level_runs(level, vr, acc)])
     table = difficulty_sweep.paper_vs_reproduced(summary, chance=10.0, stand_in="mnist", runs=runs)
     ceiling, hard = _by_start(table, "VR at 97% accuracy"), _by_start(table, "VR at 26.8% accuracy")
-    assert ceiling.quantity.endswith(": our level 0, 90.0% accuracy, 1.00 of the way") and ceiling.ours.startswith("0.3 [")
-    assert hard.quantity.endswith(": our level 2, 26.0% accuracy, 0.20 of the way") and hard.ours.startswith("12 [")
+    assert ceiling.quantity.endswith(": our level 0, 90.0% accuracy, 1.00 of the way")
+    assert ceiling.ours.startswith("0.3 [")
+    assert hard.quantity.endswith(": our level 2, 26.0% accuracy, 0.20 of the way")
+    assert hard.ours.startswith("12 [")
     assert all("(on mnist, not SVHN)" in q for q in table[table.kind == "claim"].quantity)
     # the central claim: level 2's VR over level 0's, 12 / 0.3 = 40 against the published 16.73 / 0.25
     difficulty = table.iloc[0]
