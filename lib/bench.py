@@ -58,9 +58,9 @@ from lib.core.augment import augment, simclr_views
 from lib.core.data import DatasetNotFoundError, get_dataset, load_dataset
 from lib.core.losses import margin_schedule
 from lib.core.optim import scaled_lr
+from lib.execute import notebooks, render
 from lib.run.results import ResultsStore
 from lib.run.sweep import run_sweep
-from lib.run_all import notebooks, render
 from lib.ssl.training import SSLConfig, build_model, build_optimizer, keep_freed_memory, make_step
 from lib.studies import flatnce_batch, margin_factorial
 

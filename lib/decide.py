@@ -41,7 +41,8 @@ from lib.core.verdicts import OUT_OF_REGIME, TARGET_POWER
 from lib.dispatch import Plan, add_backend_arguments, execute
 from lib.run.plans import finished_runs, load_plans, write_plan
 from lib.run.results import FINISHED_STATUSES
-from lib.studies import STUDIES, Study, find_study
+from lib.studies import STUDIES, find_study
+from lib.studies.study import Study
 from lib.studies.variants import open_store, resolve_command
 
 TESTS = {"one_sample": "one_sample", "paired_difference": "paired", "mean_difference": "welch", "ratio": "welch"}

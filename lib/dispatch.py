@@ -43,11 +43,13 @@ import submitit
 
 from lib import PROJECT_ROOT
 from lib.core import params
-from lib.core.data import DatasetNotFoundError, load_datasets
+from lib.core.data import DatasetNotFoundError
 from lib.core.params import PROFILE_NAMES, ParameterError
+from lib.run import datasets
 from lib.run.results import FINISHED_STATUSES, ResultsStore
 from lib.run.sweep import RecordRun, run_sweep
-from lib.studies import STUDIES, Study, find_study
+from lib.studies import STUDIES, find_study
+from lib.studies.study import Study
 from lib.studies.variants import download_datasets, open_store, relative, resolve_command
 
 BACKENDS = ("local", "slurm")
@@ -98,7 +100,7 @@ def make_plan(study: str | Study, *, profile: str = "quick", parameters: dict | 
     store, _ = open_store(study, settings, configs, results_dir, variant)
     unique = {store.run_id(c): c for c in configs}
     missing = [c for c in unique.values() if settings.get("force") or not store.is_finished(c)]
-    load_datasets(missing, data_root)
+    datasets.load_datasets(missing, data_root)
     return Plan(study, settings, store, configs, missing, data_root, variant)
 
 

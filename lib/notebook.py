@@ -35,7 +35,8 @@ from lib.render import HEADER
 from lib.run import datasets, plans
 from lib.run.results import ResultsStore
 from lib.run.sweep import run_sweep
-from lib.studies import Study, find_study
+from lib.studies import find_study
+from lib.studies.study import Study
 from lib.studies.variants import (
     check_data,
     check_names,

@@ -50,15 +50,16 @@ from lib.core import verdict_html
 from lib.core.params import ParameterError
 from lib.core.settings import literal
 from lib.core.verdicts import COLOURS, css_class
-from lib.coverage import coverage, experiment, write_readme_block
 from lib.render import stamp
 from lib.run.plans import load_plans
 from lib.run.results import VARIANTS_DIR, ResultsStore, atomic_write_text
-from lib.studies import STUDIES
+from lib.studies import STUDIES, find_study
+from lib.studies.coverage import coverage, experiment
 from lib.studies.variants import VARIANT_NOTE
 
 RENDERED = re.compile(r"^(?P<study>\d\d_[a-z0-9_]+?)_(?P<profile>smoke|quick|cpu|paper)$")
 PROFILE_ORDER = ("paper", "cpu", "quick", "smoke")  # the strongest evidence first
+README = PROJECT_ROOT / "README.md"  # its generated blocks: :func:`write_readme_block`
 STUDY_SPEC = PROJECT_ROOT / "docs" / "studies.md"  # the studies' claims and evidence tags, in the repository
 
 # The verdicts of lib.core.verdicts' grammar, in the summary's order: CSS class -> label. "superseded" marks every row
@@ -423,7 +424,7 @@ def summary_profile(results: Path, study: str, profiles: list[str]) -> str:
     module = study_module(study)
     if module is None:
         return profiles[0]
-    current = [p for p in profiles if coverage(study, p, results).current]
+    current = [p for p in profiles if coverage(find_study(study), p, results).current]
     return next((p for p in current if engine_written(verdicts(results, study, p))), (current or profiles)[0])
 
 
@@ -436,7 +437,7 @@ def summary(results: Path, shown_by_study: dict[str, tuple[str, list[str]]]) -> 
         frame = verdicts(results, study, shown)
         others = [p for p in rendered if p != shown]
         also = "".join(f' · also <a href="#{study}_{p}">{p}</a>' for p in others)
-        notes = [coverage(study, p, results).short() for p in rendered if module is not None]
+        notes = [coverage(find_study(study), p, results).short() for p in rendered if module is not None]
         stale = "".join(f'<div class="stale">{html.escape(n)}</div>' for n in notes if n)
         size = scale(module, shown, training_images(results, study, shown)) if module is not None else ""
         rows.append(
@@ -487,7 +488,7 @@ def to_decide(results: Path, shown_by_study: dict[str, tuple[str, list[str]]]) -
             cells = []
             for profile in dict.fromkeys((shown, "paper")):
                 try:
-                    cost = experiment(study, profile, parameters, results)
+                    cost = experiment(find_study(study), profile, parameters, results)
                 except ParameterError as error:  # e.g. more seeds than the dispatcher allows
                     cells.append(f'<span class="meta">not a practical experiment: {html.escape(str(error))}</span>')
                     continue
@@ -576,7 +577,7 @@ def regime_variant(results: Path, profile: str, reached: pd.DataFrame) -> str:
     changes = [part.split(" = ") for part in setting.split(", ")]
     name = "regime-" + "_".join(f"{key}-{value}" for key, value in changes)
     options = " ".join(f"-p {key} {value}" for key, value in changes)
-    study = "01_margin_factorial"
+    study = find_study("01")
     plan = experiment(study, profile, {key: ast.literal_eval(value) for key, value in changes}, results)
     seconds = experiment(study, profile, {}, results)["seconds_per_run"]
     new = plan["new"]
@@ -647,7 +648,7 @@ def section(results: Path, page_dir: Path, study: str, profile: str, notebook: P
     module = study_module(study)
     parts = [f'<h2 id="{study}_{profile}">{html.escape(title(study))} · {profile}</h2>',
              f'<p class="meta">{" · ".join(facts)} · {" · ".join(links)}</p>']
-    banner = coverage(study, profile, results).banner() if module is not None else None
+    banner = coverage(find_study(study), profile, results).banner() if module is not None else None
     if banner:
         parts.append(f'<p class="stale"><b>{html.escape(banner.split(";")[0])}</b>;'
                      f'{html.escape(banner.split(";", 1)[1])}</p>')
@@ -669,7 +670,7 @@ def stamp_renders(results: Path) -> list[Path]:
     progress while its tables are not today's plan), or take a banner out once they are; returns the files
     that changed (none where the banners are already right)."""
     return [path for study, profile, notebook in rendered_notebooks(results) if study_module(study) is not None
-            for path in stamp(notebook, coverage(study, profile, results).banner())]
+            for path in stamp(notebook, coverage(find_study(study), profile, results).banner())]
 
 
 def legend() -> str:
@@ -761,6 +762,22 @@ def write_variants_index(results: Path, page_dir: Path) -> Path | None:
     page_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(index, page)
     return index
+
+
+def readme_block(text: str, begin: str, end: str) -> str:
+    """A generated block of the README (between its markers ``begin`` and ``end``), or "" where it has none."""
+    match = re.search(re.escape(begin) + r"\n(.*?)" + re.escape(end), text, flags=re.S)
+    return match.group(1) if match else ""
+
+
+def write_readme_block(lines: list[str], begin: str, end: str) -> None:
+    """Put ``lines`` between the README's markers ``begin`` and ``end`` (which it must have)."""
+    text = README.read_text(encoding="utf-8")
+    if begin not in text or end not in text:
+        raise SystemExit(f"README.md has no {begin!r} ... {end!r} markers")
+    new = "\n".join(lines) + "\n"
+    old = readme_block(text, begin, end)
+    README.write_text(text.replace(begin + "\n" + old + end, begin + "\n" + new + end, 1), encoding="utf-8")
 
 
 README_VERDICTS_BEGIN = "<!-- verdicts: begin (python -m lib.report --readme) -->"

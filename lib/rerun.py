@@ -22,7 +22,7 @@ import sys
 from typing import Callable
 
 from lib.core.config import build, call
-from lib.core.data import load_datasets
+from lib.run import datasets
 from lib.run.provenance import load_train_function, train_function_name
 from lib.run.results import NUMERICS_KEYS, environment, numerics_differences
 
@@ -30,7 +30,7 @@ from lib.run.results import NUMERICS_KEYS, environment, numerics_differences
 def dry_run(train_fn: Callable, config: dict, data_root: str | None = None) -> str:
     """Build ``config`` for ``train_fn`` and load the datasets it names, training nothing; a one-line summary."""
     typed = build(train_fn, config)
-    sources = load_datasets([typed], data_root)
+    sources = datasets.load_datasets([typed], data_root)
     data = "; ".join(f"{label}: {source}" for label, source in sources.items()) or "no dataset"
     return f"ok: {train_function_name(train_fn)}({type(typed).__name__}); data {data}"
 

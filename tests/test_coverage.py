@@ -1,6 +1,6 @@
-"""lib.coverage: how much of a profile's plan is recorded, and whether its shipped tables are today's, from a
-planted store (study 5's cpu plan: 24 runs) — counts, the banner's words, the report, the stamped render —
-and the README's list against the shipped records."""
+"""lib.studies.coverage and lib.coverage: how much of a profile's plan is recorded, and whether its shipped tables
+are today's, from a planted store (study 5's cpu plan: 24 runs) — counts, the banner's words, the report, the
+stamped render — and the README's list against the shipped records."""
 import json
 import shutil
 
@@ -8,12 +8,14 @@ import nbformat
 import pandas as pd
 import pytest
 
-from lib import PROJECT_ROOT, coverage
+from lib import PROJECT_ROOT
 from lib.core.config import as_dict
+from lib.coverage import README_BEGIN, README_END, readme_lines
 from lib.render import COVERAGE, REPORT_SUFFIX, findings_first, stamp, to_html
-from lib.report import stamp_renders, write_index
+from lib.report import readme_block, stamp_renders, write_index
 from lib.run.results import ResultsStore
-from lib.studies import STUDIES
+from lib.studies import STUDIES, find_study
+from lib.studies.coverage import coverage, experiment, planned_configs, setting_changes
 
 STUDY = STUDIES["05"]
 SHIPPED = PROJECT_ROOT / "results"
@@ -23,7 +25,7 @@ def planted(tmp_path, *, recorded: int, superseded: int, tabled: str):
     """A results folder with ``recorded`` of study 5's planned cpu runs finished, ``superseded`` runs of an
     older setting (a BatchNorm projector), and a run table of the ``tabled`` ones ("old", "new" or "none")."""
     store = ResultsStore(tmp_path, STUDY.name, "cpu")
-    plan = [as_dict(c) for c in coverage.planned_configs(STUDY, "cpu")]
+    plan = [as_dict(c) for c in planned_configs(STUDY, "cpu")]
     assert len({store.run_id(c) for c in plan}) == 24
     new = plan[:recorded]
     old = [dict(c, projector_bn=True) for c in plan[:superseded]]
@@ -40,7 +42,7 @@ def planted(tmp_path, *, recorded: int, superseded: int, tabled: str):
 
 
 def test_a_partial_store_is_counted_and_its_banner_names_progress_commit_and_change(tmp_path):
-    c = coverage.coverage(STUDY, "cpu", planted(tmp_path, recorded=7, superseded=20, tabled="old"))
+    c = coverage(STUDY, "cpu", planted(tmp_path, recorded=7, superseded=20, tabled="old"))
     assert (c.planned, c.recorded, c.tabled, c.tabled_in_plan) == (24, 7, 20, 0)
     assert not c.complete and not c.current
     assert c.table_commits == [("abcdef1234", 20)]
@@ -57,7 +59,7 @@ def test_a_partial_store_is_counted_and_its_banner_names_progress_commit_and_cha
     (3, "none", "cpu re-run in progress: 3 of 24 runs at today's settings; no cpu tables shipped yet."),
 ])
 def test_the_banner_follows_the_records_and_the_table(tmp_path, recorded, tabled, banner):
-    c = coverage.coverage(STUDY, "cpu", planted(tmp_path, recorded=recorded, superseded=5, tabled=tabled))
+    c = coverage(STUDY, "cpu", planted(tmp_path, recorded=recorded, superseded=5, tabled=tabled))
     if banner is None:
         assert c.current and c.banner() is None and c.short() is None
     else:
@@ -89,7 +91,7 @@ def test_the_report_and_the_render_carry_the_banner_and_a_page_elsewhere_changes
     assert stamp_renders(results) == []  # the banners are right: nothing changes
     # a render of the runs recorded so far, then every run recorded, then a render of them all: the banner goes
     store = ResultsStore(results, STUDY.name, "cpu")
-    plan = [as_dict(c) for c in coverage.planned_configs(STUDY, "cpu")]
+    plan = [as_dict(c) for c in planned_configs(STUDY, "cpu")]
 
     def table(configs):
         pd.DataFrame({"run_id": [store.run_id(c) for c in configs]}).to_csv(
@@ -117,12 +119,12 @@ def test_an_experiments_runs_and_cost_are_those_of_its_whole_plan(tmp_path, seed
     every planned run id checked against the records (a failed record counts as new, a superseded one not)."""
     results = planted(tmp_path, recorded=9, superseded=4, tabled="none")
     store = ResultsStore(results, STUDY.name, "cpu")
-    failed = as_dict(coverage.planned_configs(STUDY, "cpu")[9])
+    failed = as_dict(planned_configs(STUDY, "cpu")[9])
     store.write(failed, seed=failed["seed"], dataset=failed["dataset"], status="failed", metrics={}, timings={})
     records = {r["run_id"]: r for r in store.records()}
-    ids = [store.run_id(c) for c in coverage.planned_configs(STUDY, "cpu", parameters={"seeds": seeds})]
+    ids = [store.run_id(c) for c in planned_configs(STUDY, "cpu", parameters={"seeds": seeds})]
     finished = [i for i in ids if records.get(i, {}).get("status") == "ok"]
-    cost = coverage.experiment(STUDY, "cpu", {"seeds": seeds}, results)
+    cost = experiment(STUDY, "cpu", {"seeds": seeds}, results)
     assert cost == {"planned": len(ids), "new": len(ids) - len(finished),
                     "seconds_per_run": 1.0 if finished else None,
                     "run_hours": (len(ids) - len(finished)) / 3600 if finished else None}
@@ -133,7 +135,7 @@ def test_setting_changes_name_each_differing_key_with_its_values():
     old = [{"seed": 0, "lr": 0.6, "batch_size": 32, "ood": []}, {"seed": 1, "lr": 0.6, "batch_size": 256, "ood": []}]
     new = [{"seed": 0, "lr": 0.3, "batch_size": 32, "ood": [], "init": "cff"},
            {"seed": 1, "lr": 0.3, "batch_size": 512, "ood": [], "init": "cff"}]
-    assert coverage.setting_changes(old, new) == ["batch_size 32, 256 → 32, 512", "init (absent) → cff",
+    assert setting_changes(old, new) == ["batch_size 32, 256 → 32, 512", "init (absent) → cff",
                                                   "lr 0.6 → 0.3"]
 
 
@@ -143,7 +145,7 @@ def test_every_shipped_render_carries_the_banner_its_records_imply(tmp_path):
     HTML copies are the ones made from it today (``stamp`` leaves them alone where the notebook is right)."""
     for notebook in sorted((SHIPPED / "notebooks").glob("*.ipynb")):
         study, profile = notebook.stem.rsplit("_", 1)
-        banner = coverage.coverage(study, profile, SHIPPED).banner()
+        banner = coverage(find_study(study), profile, SHIPPED).banner()
         cells = nbformat.read(notebook, as_version=4).cells
         shipped = [c.source for c in cells if COVERAGE in c.metadata.get("tags", [])]
         assert shipped == ([f"> **{banner}**"] if banner else []), notebook.name
@@ -176,14 +178,14 @@ def test_stamping_a_render_whose_banner_is_right_converts_nothing_but_a_missing_
 
 def test_the_readme_lists_each_study_as_its_records_stand():
     text = (PROJECT_ROOT / "README.md").read_text()
-    assert coverage.readme_block(text) == "\n".join(coverage.readme_lines()) + "\n", \
+    assert readme_block(text, README_BEGIN, README_END) == "\n".join(readme_lines()) + "\n", \
         "run python -m lib.coverage --readme"
 
 
 def test_study_2_is_planned_over_the_datasets_its_records_show(tmp_path):
     """A plan that depends on the data found (check_data) is narrowed to the datasets of the records."""
-    full = coverage.planned_configs(STUDIES["02"], "cpu")
-    narrowed = coverage.planned_configs(STUDIES["02"], "cpu", {"mnist"})
+    full = planned_configs(STUDIES["02"], "cpu")
+    narrowed = planned_configs(STUDIES["02"], "cpu", {"mnist"})
     assert narrowed and {as_dict(c)["dataset"] for c in narrowed} == {"mnist"}
     assert len(narrowed) < len(full)
     assert json.dumps(sorted(map(str, narrowed))) == json.dumps(sorted(

@@ -65,6 +65,28 @@ def test_lib_imports_have_no_circle_so_every_import_points_down():
     assert level["lib.core.verdicts"] < level["lib.report"] and level["lib.core.data"] < level["lib.notebook"]
 
 
+DEEPEST = 8  # levels of modules importing each other (floors 0..7): a reader follows any chain in one sitting
+
+
+def longest_chain(graph: dict[str, set[str]]) -> list[str]:
+    """The deepest chain of imports, from the module on the highest floor down to one importing nothing of lib."""
+    level = floors(graph)
+    chain = [max(sorted(graph), key=level.__getitem__)]
+    while graph[chain[-1]]:
+        chain.append(max(sorted(graph[chain[-1]]), key=level.__getitem__))
+    return chain
+
+
+def test_no_chain_of_imports_is_deeper_than_8_modules():
+    chain = longest_chain(GRAPH)
+    assert len(chain) <= DEEPEST, f"{len(chain)} levels: " + " -> ".join(chain)
+
+
+def test_the_longest_chain_counts_each_floor_once():
+    graph = {"a": {"b", "c"}, "b": {"c"}, "c": set(), "d": {"c"}}
+    assert longest_chain(graph) == ["a", "b", "c"]
+
+
 # lib's packages by concern, each on its floor: the basics, then the three methods and the run pipeline side by
 # side, then the studies; the modules users run (notebook set-up, report, dispatch, ...) stand on top, in lib/.
 PACKAGES = {"lib.core": 0, "lib.cff": 1, "lib.ssl": 1, "lib.collapse": 1, "lib.run": 1, "lib.studies": 2}
@@ -77,7 +99,7 @@ def package_of(module: str) -> str:
 
 def test_every_module_lies_in_a_package_by_concern_or_is_run_by_users():
     loose = sorted(n for n in MODULES if package_of(n) == "lib" and n != "lib" and not (MODULES[n].read_text(
-        encoding="utf-8").count("def main(") or n in ("lib.notebook", "lib.explore", "lib.render")))
+        encoding="utf-8").count("def main(") or n in ("lib.notebook", "lib.explore", "lib.render", "lib.execute")))
     assert loose == [], "a module below the top belongs in a package (lib.core, a method, lib.run, lib.studies)"
 
 

@@ -14,7 +14,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lib.cff.training import CFFConfig
 from lib.core.losses import SSL_LOSSES, margin_schedule, margin_supcon, positive_mask
+from lib.core.params import ParameterError
+from lib.ssl.training import SSLConfig
 
 MODES = ("clamp", "subtract", "none")
 STABILIZERS = ("detach", "direct")
@@ -472,10 +475,6 @@ def _ok_batch():
         (dict(margin=float("inf")), "margin"),
         (dict(margin=-0.1, mode="none"), "margin"),
         (dict(margin=-0.1, mode="subtract"), "margin"),
-        (dict(temperature=0.0), "temperature"),
-        (dict(temperature=-0.15), "temperature"),
-        (dict(temperature=float("nan")), "temperature"),
-        (dict(temperature=float("inf")), "temperature"),
     ],
 )
 def test_bad_arguments_raise_naming_parameter(kwargs, name):
@@ -483,6 +482,15 @@ def test_bad_arguments_raise_naming_parameter(kwargs, name):
     margin = kwargs.pop("margin", 0.4)
     with pytest.raises(ValueError, match=rf"\b{name}\b"):
         margin_supcon(z, labels, margin, **kwargs)
+
+
+@pytest.mark.parametrize("config", [CFFConfig, SSLConfig])
+@pytest.mark.parametrize("temperature", [0.0, -0.15, float("nan"), float("inf")])
+def test_a_bad_temperature_is_refused_once_where_it_is_declared(config, temperature):
+    """The temperature's one range check is the run config's (the losses take it checked), naming it and
+    its allowed values before any compute."""
+    with pytest.raises(ParameterError, match=r"temperature=.* is not allowed: a finite number in \(0.0, inf\]"):
+        config(temperature=temperature)
 
 
 @pytest.mark.parametrize("bad_labels", [torch.zeros(5, dtype=torch.long), torch.zeros(6, 1, dtype=torch.long),

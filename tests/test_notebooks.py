@@ -13,8 +13,8 @@ import pytest
 
 from lib import PROJECT_ROOT
 from lib.core.params import ParameterError
+from lib.execute import notebooks
 from lib.report import write_variants_index
-from lib.run_all import notebooks
 from lib.studies import (
     cross_dataset,
     difficulty_sweep,

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lib.core.params import MAX_SEEDS, ParameterError
-from lib.run_all import notebooks
+from lib.execute import notebooks
 from tests.parameter_domains import DOMAINS
 
 # Which parameters a notebook passes through without validating in resolve: paths and names, used only to read

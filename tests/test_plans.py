@@ -46,7 +46,7 @@ def test_every_study_and_profile_plans_the_runs_it_planned(key):
 
 @pytest.mark.parametrize("number", sorted(STUDIES))
 def test_no_plan_holds_a_run_twice(number):
-    """A run id names one run: ``lib.coverage.experiment`` counts a plan's runs by its configs."""
+    """A run id names one run: ``lib.studies.coverage.experiment`` counts a plan's runs by its configs."""
     for profile in PROFILE_NAMES:
         settings, _ = resolve_command(STUDIES[number], profile=profile, parameters={"seeds": 3})
         ids = [config_hash(c) for c in STUDIES[number].module.plan(settings)]

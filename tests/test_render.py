@@ -11,7 +11,7 @@ import nbformat
 import pytest
 import torch
 
-from lib import PROJECT_ROOT, render, run_all
+from lib import PROJECT_ROOT, execute, render, run_all
 from lib.run.results import variant_root
 from lib.studies import STUDIES, stop_gradient
 
@@ -52,7 +52,7 @@ def renders():
         snapshots = []
         for capability in (None, None, OTHER_CAPABILITY):
             with kernel_capability(capability):
-                run_all.render(job.notebook, profile=PROFILE, parameters=job.parameters, output_dir=job.output_dir)
+                execute.render(job.notebook, profile=PROFILE, parameters=job.parameters, output_dir=job.output_dir)
             snapshots.append(snapshot(job.output_dir))
         yield snapshots
     finally:

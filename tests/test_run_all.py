@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from lib import PROJECT_ROOT, run_all
+from lib import PROJECT_ROOT, execute, run_all
 from tests.conftest import SHARED_DATA
 
 CPU_RENDER = "01_margin_factorial_cpu"
@@ -58,7 +58,7 @@ def test_a_failed_render_leaves_the_shipped_render_byte_identical(results, tmp_p
                          "--results-dir", str(results)])
     assert code == 1
     assert {s: (results / "notebooks" / f"{CPU_RENDER}.{s}").read_bytes() for s in ("ipynb", "html")} == shipped
-    failed = nbformat.read(results / "notebooks" / run_all.FAILED / f"{CPU_RENDER}.ipynb", as_version=4)
+    failed = nbformat.read(results / "notebooks" / execute.FAILED / f"{CPU_RENDER}.ipynb", as_version=4)
     assert any(o.get("ename") == "DatasetNotFoundError" for c in failed.cells for o in c.get("outputs", []))
     err = capsys.readouterr().err
     assert "01_margin_factorial.ipynb: DatasetNotFoundError" in err and f"failed/{CPU_RENDER}.ipynb" in err
@@ -70,17 +70,17 @@ def test_a_failed_render_leaves_the_shipped_render_byte_identical(results, tmp_p
 
 def test_the_job_goes_on_after_a_failure_and_a_success_moves_the_render_into_place(results, monkeypatch, capsys):
     """papermill replaced by a stand-in: notebook 01 fails half-way, notebook 06 succeeds."""
-    def execute(notebook, output, **kwargs):
+    def stand_in(notebook, output, **kwargs):
         cell = nbformat.v4.new_code_cell("x = 1")
         nbformat.write(nbformat.v4.new_notebook(cells=[cell]), output)
         if "01_" in notebook:
             raise RuntimeError("half-way")
 
-    monkeypatch.setattr(run_all.papermill, "execute_notebook", execute)
+    monkeypatch.setattr(execute.papermill, "execute_notebook", stand_in)
     before = (results / "notebooks" / "01_margin_factorial_quick.ipynb").read_bytes()
     assert run_all.main(["--only", "01", "06", "--results-dir", str(results)]) == 1
     assert (results / "notebooks" / "01_margin_factorial_quick.ipynb").read_bytes() == before
-    assert (results / "notebooks" / run_all.FAILED / "01_margin_factorial_quick.ipynb").exists()
+    assert (results / "notebooks" / execute.FAILED / "01_margin_factorial_quick.ipynb").exists()
     rendered = nbformat.read(results / "notebooks" / "06_stop_gradient_collapse_quick.ipynb", as_version=4)
     assert (rendered.cells[0].source == "x = 1"
             and (results / "notebooks" / "06_stop_gradient_collapse_quick.html").exists())
@@ -88,7 +88,7 @@ def test_the_job_goes_on_after_a_failure_and_a_success_moves_the_render_into_pla
 
 
 def test_a_variant_renders_under_its_own_folder(results, monkeypatch):
-    monkeypatch.setattr(run_all.papermill, "execute_notebook",
+    monkeypatch.setattr(execute.papermill, "execute_notebook",
                         lambda notebook, output, **kwargs: nbformat.write(nbformat.v4.new_notebook(), output))
     shipped = (results / "notebooks" / "01_margin_factorial_quick.ipynb").read_bytes()
     assert run_all.main(["--only", "01", "--results-dir", str(results), "-p", "m0", "0.3"]) == 0
@@ -103,7 +103,7 @@ def test_the_terminal_says_what_each_notebook_will_train(results, monkeypatch, c
     """Every shipped quick run is recorded: "nothing to train"; a variant names how many of its runs it trains."""
     import re
 
-    monkeypatch.setattr(run_all.papermill, "execute_notebook",
+    monkeypatch.setattr(execute.papermill, "execute_notebook",
                         lambda notebook, output, **kwargs: nbformat.write(nbformat.v4.new_notebook(), output))
     assert run_all.main(["--only", "06", "--results-dir", str(results)]) == 0
     shipped = len(list((results / "runs" / "06_stop_gradient_collapse" / "quick").glob("*.json")))
@@ -128,7 +128,7 @@ def test_the_render_kernel_shuts_down_without_the_interrupt_that_only_logs_on_th
     async def interrupt(self):
         sent.append(self.shutting_down)
     monkeypatch.setattr(AsyncKernelManager, "_async_interrupt_kernel", interrupt)
-    manager = run_all.LocalKernelManager()
+    manager = execute.LocalKernelManager()
     for shutting_down in (True, False):
         manager.shutting_down = shutting_down
         asyncio.run(manager._async_interrupt_kernel())
@@ -153,16 +153,16 @@ def test_a_render_kernels_numpy_agrees_with_the_c_library_on_any_cpu():
     import subprocess
 
     def mismatches(extra: dict) -> int:
-        env = {k: v for k, v in os.environ.items() if k != run_all.NUMPY_HOLD} | extra
+        env = {k: v for k, v in os.environ.items() if k != execute.NUMPY_HOLD} | extra
         out = subprocess.run([sys.executable, "-c", NUMPY_VS_LIBM], env=env, capture_output=True, text=True,
                              check=True)
         return int(out.stdout.split()[-1])
 
-    held = run_all.numpy_held_to_avx2({})
+    held = execute.numpy_held_to_avx2({})
     assert mismatches(held) == 0
     if held:
         assert mismatches({}) > 0
-        mine = run_all.numpy_held_to_avx2({run_all.NUMPY_HOLD: "AVX512_SPR"})[run_all.NUMPY_HOLD].split()
+        mine = execute.numpy_held_to_avx2({execute.NUMPY_HOLD: "AVX512_SPR"})[execute.NUMPY_HOLD].split()
         assert mine[0] == "AVX512_SPR" and len(mine) == len(set(mine))  # a user's own choice is kept
 
 
@@ -171,9 +171,9 @@ def test_the_render_kernel_is_started_with_numpy_held(monkeypatch):
     environment (planted here, so the wiring is checked on a CPU without AVX-512 too)."""
     import asyncio
 
-    monkeypatch.setattr(run_all, "numpy_held_to_avx2", lambda environ: {run_all.NUMPY_HOLD: "PLANTED"})
-    _, launch = asyncio.run(run_all.LocalKernelManager(kernel_name="python3")._async_pre_start_kernel())
-    assert launch["env"][run_all.NUMPY_HOLD] == "PLANTED"
+    monkeypatch.setattr(execute, "numpy_held_to_avx2", lambda environ: {execute.NUMPY_HOLD: "PLANTED"})
+    _, launch = asyncio.run(execute.LocalKernelManager(kernel_name="python3")._async_pre_start_kernel())
+    assert launch["env"][execute.NUMPY_HOLD] == "PLANTED"
     assert launch["env"]["PATH"] == os.environ["PATH"]
 
 

@@ -9,7 +9,8 @@ from lib.core.params import ParameterError
 from lib.core.settings import check_variant
 from lib.notebook import injected_names
 from lib.run.provenance import load_train_function, train_function_name
-from lib.studies import STUDIES, StudyModule, find_study
+from lib.studies import STUDIES, find_study
+from lib.studies.study import StudyModule
 from lib.studies.variants import derive_name, notebook_defaults, open_store, variant_of
 
 STUDY_01 = find_study("01")
@@ -28,7 +29,7 @@ def decide(study, **parameters):
 @pytest.mark.parametrize("number", list(STUDIES))
 def test_every_study_module_provides_the_interface_and_its_notebook_exists(number):
     study = STUDIES[number]
-    assert isinstance(study.module, StudyModule), f"{study.module.__name__} lacks part of lib.studies.StudyModule"
+    assert isinstance(study.module, StudyModule), f"{study.module.__name__} lacks part of lib.studies.study.StudyModule"
     assert (PROJECT_ROOT / "notebooks" / f"{study.notebook}.ipynb").exists()
     assert study.notebook.startswith(number) and study.name == study.notebook  # results are named after the notebook
     assert load_train_function(train_function_name(study.train_fn)) is study.train_fn  # what records name

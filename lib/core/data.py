@@ -33,7 +33,6 @@ import numpy as np
 import torch
 
 from lib.core import params
-from lib.core.config import as_dict
 
 _SHAPES_DEFAULTS = {"num_classes": 10, "difficulty": 0.3, "n_train": 5000, "n_test": 1000, "seed": 0}
 
@@ -580,16 +579,3 @@ def imbalanced_indices(labels: torch.Tensor, num_classes: int, base: float) -> t
     members = [torch.nonzero(labels == k).flatten() for k in range(num_classes)]
     keep = imbalanced_class_sizes([len(m) for m in members], base)
     return torch.cat([m[:n] for m, n in zip(members, keep)]).sort().values
-
-
-def load_datasets(configs: list, data_root: str | None, *, download: bool = False) -> dict[str, str]:
-    """Load every dataset the run configs name (their unseen sets too), so that a missing one fails
-    here, before any run (``download``: torchvision may fetch it); ``{label: where it came from}``."""
-    sources = {}
-    for config in map(as_dict, configs):
-        for spec in [config, *[o for o in config.get("ood") or [] if isinstance(o, dict)]]:
-            name, options = spec.get("dataset"), spec.get("dataset_options") or {}
-            label = f"{name} {options}" if options else str(name)
-            if name in DATASETS and label not in sources:
-                sources[label] = get_dataset(name, options, data_root, download=download).source
-    return sources

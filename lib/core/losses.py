@@ -6,6 +6,9 @@ Conventions: ``z`` holds the 2N stacked view features ``[view1; view2]`` (rows a
 The self-supervised losses take the two views apart, ``z1`` and ``z2`` ([N, dim] each, row i of
 both from image i), and :data:`SSL_LOSSES` names them for :func:`lib.ssl.training.train_ssl`: adding a loss is
 one function here and one entry there.
+
+Each function checks the arguments that are its own (shapes, modes, the margin). The temperature tau > 0 is a
+run's setting: it is checked once, where it is declared, in the run configs (``CFFConfig``, ``SSLConfig``).
 """
 from __future__ import annotations
 
@@ -80,8 +83,6 @@ def margin_supcon(
         raise ValueError(f"labels must be [{z.shape[0]}], got shape {tuple(labels.shape)}")
     if not (math.isfinite(margin) and margin >= 0):
         raise ValueError(f"margin={margin} must be a finite number >= 0")
-    if not (math.isfinite(temperature) and temperature > 0):
-        raise ValueError(f"temperature={temperature} must be > 0")
     m = 0.0 if mode == "none" else float(margin)
 
     f = F.normalize(z, dim=1)
@@ -106,14 +107,12 @@ def margin_supcon(
     return per_anchor.mean()
 
 
-def _check_pair_batch(z1: torch.Tensor, z2: torch.Tensor, temperature: float) -> None:
-    """Two views [N, dim] of N >= 2 images (so that every anchor has negatives) and a temperature > 0."""
+def _check_pair_batch(z1: torch.Tensor, z2: torch.Tensor) -> None:
+    """Two views [N, dim] of N >= 2 images, so that every anchor has negatives."""
     if z1.ndim != 2 or z1.shape != z2.shape:
         raise ValueError(f"z1 and z2 must be [N, dim] of the same shape, got {tuple(z1.shape)} and {tuple(z2.shape)}")
     if z1.shape[0] < 2:
         raise ValueError(f"a batch needs N >= 2 pairs to have negatives, got N={z1.shape[0]}")
-    if not (math.isfinite(temperature) and temperature > 0):
-        raise ValueError(f"temperature={temperature} must be > 0")
 
 
 def pair_logits(z1: torch.Tensor, z2: torch.Tensor, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -124,7 +123,7 @@ def pair_logits(z1: torch.Tensor, z2: torch.Tensor, temperature: float) -> tuple
     ``(positive [2N], negatives [2N, 2N - 2])`` = (s_{i,p(i)} / tau, s_ij / tau for j not in {i, p(i)}),
     negatives in row order.
     """
-    _check_pair_batch(z1, z2, temperature)
+    _check_pair_batch(z1, z2)
     n = z1.shape[0]
     f = F.normalize(torch.cat([z1, z2]), dim=1)
     logits = f @ f.T / temperature
@@ -186,7 +185,7 @@ def decoupled_cross_view_nce(z1: torch.Tensor, z2: torch.Tensor, temperature: fl
     value can be negative: with aligned views (s_ii = 1) and orthogonal negatives (s_ij = 0) it is
     log(N - 1) - 1/tau. Both views receive gradient, since each s_ij involves both.
     """
-    _check_pair_batch(z1, z2, temperature)
+    _check_pair_batch(z1, z2)
     logits = F.normalize(z1, dim=1) @ F.normalize(z2, dim=1).T / temperature
     positive = logits.diagonal()
     # -inf on the diagonal drops the positive from the log-sum-exp without changing the other terms

@@ -17,6 +17,13 @@ from lib.core.dataset_facts import DatasetFacts, facts_of, specs
 from lib.run.results import ResultsStore, atomic_write_text
 
 
+def load_datasets(configs: list, data_root: str | None, *, download: bool = False) -> dict[str, str]:
+    """Load every dataset the run configs name (their unseen sets too), so that a missing one fails here, before
+    any run (``download``: torchvision may fetch it); ``{label: where it came from}``."""
+    return {label: get_dataset(name, options, data_root, download=download).source
+            for label, (name, options) in specs(configs).items()}
+
+
 def path_of(store: ResultsStore) -> Path:
     return store.root / "datasets" / f"{store.study}_{store.profile}.json"
 

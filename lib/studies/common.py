@@ -12,7 +12,6 @@ import numpy as np
 import pandas as pd
 from scipy import stats as st
 
-from lib.cff.batched import train_cff_seeds
 from lib.cff.training import MARGIN_RANGE, CFFConfig
 from lib.core import params, settings, stats, verdicts
 from lib.core.losses import MARGIN_MODES
@@ -76,9 +75,11 @@ def margin_modes_with_both_arms(name: str, value, s: dict) -> list[str]:
     return modes
 
 
-def sweep_options(s: dict) -> dict:
-    """run_sweep's keyword arguments for CFF runs: processes on the CPU, a cell's seeds batched on a GPU."""
-    batched = {"device": s["device"], "batched_fn": train_cff_seeds} if s["device"] != "cpu" else {}
+def cff_sweep_options(s: dict, batched_fn: Callable) -> dict:
+    """run_sweep's keyword arguments for CFF runs: processes on the CPU; on a GPU a cell's seeds batched by
+    ``batched_fn`` (``lib.cff.batched.train_cff_seeds``, which each study module passes in, so that this module
+    stands below the batched trainer and the study modules one floor lower)."""
+    batched = {"device": s["device"], "batched_fn": batched_fn} if s["device"] != "cpu" else {}
     return {"workers": s["workers"], "force": s["force"], **batched}
 
 

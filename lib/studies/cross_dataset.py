@@ -21,6 +21,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
+from lib.cff.batched import train_cff_seeds
 from lib.cff.diagnostics import expected_positive_pair_density
 from lib.cff.training import CFFConfig, train_cff
 from lib.core import params, settings, verdicts
@@ -29,7 +30,6 @@ from lib.core.data import DATASETS, DatasetNotFoundError, get_dataset
 from lib.core.dataset_facts import DatasetFacts, facts_of, label_of
 from lib.core.settings import setting
 from lib.studies import common
-from lib.studies.common import sweep_options  # noqa: F401  (run_sweep's options: part of every study's interface)
 
 STUDY = "02_cross_dataset_reversal"
 PAPER_DATA = "CIFAR-10, CIFAR-100, SVHN and Fashion-MNIST"  # the data of the paper's claims, named on the first screen
@@ -41,8 +41,7 @@ TRAIN = train_cff
 
 REAL_DATASETS = tuple(name for name, info in DATASETS.items() if info.fetched)  # from the registry, in its order
 
-# Procedural stand-ins: lib.core.data "shapes" options (the profile adds its n_train / n_test) and what
-# each one stands in for.
+# Procedural stand-ins: lib.core.data "shapes" options (the profile adds n_train / n_test) and what each stands for.
 STAND_INS = {
     "shapes10": dict(options={"num_classes": 10, "difficulty": 0.3}, like="cifar10",
                      role="10 classes at intermediate difficulty: high positive-pair density, "
@@ -54,8 +53,7 @@ STAND_INS = {
                           role="10 classes at difficulty 0.1: high density and accuracy near the ceiling, "
                                "as the digit sets"),
 }
-# A real dataset without published study-2 numbers, set beside the one it resembles [ours].
-REAL_STAND_INS = {"mnist": "svhn"}
+REAL_STAND_INS = {"mnist": "svhn"}  # a real dataset without published study-2 numbers, beside one it resembles [ours]
 ENTRIES = (*REAL_DATASETS, *STAND_INS)
 
 # Published numbers of study 2 (docs/studies.md, "Study 2"), CIFAR-10's from study 1. Accuracies in percent.
@@ -185,6 +183,11 @@ def skip_reason(message: str) -> str:
     paths it tried are the machine's, and a render shows none: lib.run_all prints the whole message)."""
     return (message.splitlines()[0].removesuffix(" Tried:").rstrip(".")
             + " (set data_root to a folder holding its .npz, or download=True, to run it)")
+
+
+def sweep_options(s: dict) -> dict:
+    """run_sweep's keyword arguments: processes on the CPU, a cell's seeds batched on a GPU."""
+    return common.cff_sweep_options(s, train_cff_seeds)
 
 
 def plan(s: dict) -> list[CFFConfig]:

@@ -24,13 +24,13 @@ import numpy as np
 import pandas as pd
 from scipy import stats as st
 
+from lib.cff.batched import train_cff_seeds
 from lib.cff.training import CFFConfig, train_cff
 from lib.core import params, settings, verdicts
 from lib.core.augment import DISTORTION_LEVELS
 from lib.core.config import as_dict
 from lib.core.settings import setting
 from lib.studies import common
-from lib.studies.common import sweep_options  # noqa: F401  (run_sweep's options: part of every study's interface)
 
 STUDY = "03_difficulty_sweep"
 PAPER_DATA = "SVHN"  # the data of the paper's claims, named on the first screen of a render
@@ -121,6 +121,11 @@ def _knob_settings(s: dict, level) -> dict:
     if s["knob"] == "aug_level":
         return dict(dataset_options=s["dataset_options"], aug_level=level)
     return dict(dataset_options={**s["dataset_options"], "difficulty": level})
+
+
+def sweep_options(s: dict) -> dict:
+    """run_sweep's keyword arguments: processes on the CPU, a cell's seeds batched on a GPU."""
+    return common.cff_sweep_options(s, train_cff_seeds)
 
 
 def plan(s: dict) -> list[CFFConfig]:

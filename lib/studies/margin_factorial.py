@@ -18,15 +18,13 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
+from lib.cff.batched import train_cff_seeds
 from lib.cff.training import CFFConfig, train_cff
 from lib.core import settings, stats, verdicts
 from lib.core.losses import MARGIN_MODES, STABILIZERS
 from lib.core.settings import setting
 from lib.studies import common
-from lib.studies.common import (
-    sweep_options,  # noqa: F401  (run_sweep's options: part of every study's interface)
-    variance_comparison,
-)
+from lib.studies.common import variance_comparison
 
 STUDY = "01_margin_factorial"
 PAPER_DATA = "CIFAR-10"  # the data of the paper's claims, named on the first screen of a render
@@ -115,6 +113,11 @@ def resolve(p: dict) -> dict:
 
 def _config(s: dict, **run) -> CFFConfig:
     return Settings.run_config(s, **run)
+
+
+def sweep_options(s: dict) -> dict:
+    """run_sweep's keyword arguments: processes on the CPU, a cell's seeds batched on a GPU."""
+    return common.cff_sweep_options(s, train_cff_seeds)
 
 
 def plan(s: dict) -> list[CFFConfig]:

@@ -1,5 +1,5 @@
 """The variant rule and the store a command's runs write to, shared by the notebooks (``lib.notebook``),
-``lib.dispatch``, ``lib.run_all``, ``lib.decide``, ``lib.regime`` and ``lib.coverage``.
+``lib.dispatch``, ``lib.run_all``, ``lib.decide``, ``lib.regime`` and ``lib.studies.coverage``.
 
 A profile's canonical results are the runs of its own parameters (:func:`variant_of`). The settings are resolved
 once with the parameters given and once with the notebook's defaults for the same profile; any difference,
@@ -18,11 +18,10 @@ import re
 from pathlib import Path
 
 from lib.core import dataset_facts, params
-from lib.core.data import load_datasets
 from lib.core.settings import check_variant
 from lib.run import datasets
 from lib.run.results import ResultsStore, atomic_write_text, config_json, variant_root
-from lib.studies import Study
+from lib.studies.study import Study
 
 # The repository root (lib/__init__.py's PROJECT_ROOT, which a module of this floor does not import): relative
 # results folders are resolved against it.
@@ -136,7 +135,7 @@ def download_datasets(study: Study, settings: dict, data_root: str | None, downl
     """With ``download``, fetch the datasets of the study's whole plan before its ``check_data``, which would
     skip one it cannot load (the data are then in torchvision's cache for every process)."""
     if params.flag("download", download):
-        load_datasets(study.module.plan(settings), data_root, download=True)
+        datasets.load_datasets(study.module.plan(settings), data_root, download=True)
 
 
 def unfinished(stores: list[ResultsStore], configs: list, settings: dict) -> list:
