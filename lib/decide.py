@@ -7,11 +7,13 @@ as a two-look design fixed before its runs, and run it.
 
 It reads each study's decided table (``results/tables/<study>_<profile>_paper_vs_reproduced.csv``) and the
 records' measured seconds per run. A claim is a candidate when more seeds could decide it: measured, in the
-paper's regime, tested by a t-based measure whose arms are runs (the table's ``cells``), and not decided at
+paper's regime, tested by a t-based measure or a variance ratio whose arms are runs (the table's ``cells``), and
+not decided at
 look 1 under the design (``lib.core.sequential``: the shipped seeds are look 1, read against O'Brien–Fleming's
 look-1 boundary; a claim decided at the family level α/m but not at that boundary is re-read at look 2, or the
 two looks together would spend more than α/m). Its look-2 seeds are the fewest whose simulated two-look power
-at the published value reaches 80%, with the SD the table's power used; its cost, the runs its arms lack at
+at the published value reaches 80% (its effect in the SDs the table's power used; a variance ratio's, log R of
+the published ratio, with the rule the verdicts apply simulated); its cost, the runs its arms lack at
 that many seeds times their median seconds in the records, divided among the study's parallel processes.
 
 Within ``--budget`` wall hours the plan takes each study's central claim (its ``HEADLINE``) first, cheapest
@@ -45,7 +47,8 @@ from lib.studies import STUDIES, find_study
 from lib.studies.study import Study
 from lib.studies.variants import open_store, resolve_command
 
-TESTS = {"one_sample": "one_sample", "paired_difference": "paired", "mean_difference": "welch", "ratio": "welch"}
+TESTS = {"one_sample": "one_sample", "paired_difference": "paired", "mean_difference": "welch", "ratio": "welch",
+         "variance_ratio": sequential.VARIANCE_RATIO}
 
 
 @dataclass
@@ -59,7 +62,7 @@ class Candidate:
     p: float
     alpha: float  # the claim's two-sided level in its family (α / m)
     n1: int  # seeds per arm at look 1
-    effect_sd: float  # the published effect in SDs, at the SD the table's power used
+    effect: float  # the published effect on its test's scale: SDs (the table's), log R for a variance ratio
     cells: list[dict]
     seeds_parameters: list[str]
     central: bool
@@ -75,7 +78,7 @@ class Candidate:
 
     def as_dict(self) -> dict:
         return {"quantity": self.quantity, "measure": self.measure, "test": TESTS[self.measure],
-                "central": self.central, "effect_sd": self.effect_sd, "look1": {"verdict": self.verdict, "p": self.p},
+                "central": self.central, "effect": self.effect, "look1": {"verdict": self.verdict, "p": self.p},
                 "cells": self.cells, "runs": sorted(self.configs), **self.design.as_dict()}
 
 
@@ -89,6 +92,15 @@ def _number(text: str) -> float:
         return float(text)
     except ValueError:
         return float("nan")
+
+
+def _effect(row: pd.Series) -> float:
+    """The published effect a claim's two-look power is simulated at: the table's effect in SDs, or for a variance
+    ratio log R of the published ratio (a table rendered before the ``published`` column has none: not planned)."""
+    if row.measure == "variance_ratio":
+        ratio = _number(row.get("published", ""))
+        return math.log(ratio) if math.isfinite(ratio) and ratio > 0 else float("nan")
+    return _number(row.effect_sd)
 
 
 def _matches(row: pd.Series, cells: list[dict]) -> bool:
@@ -131,7 +143,7 @@ def candidates(profile: str, *, results_dir: str = "results", only: list[str] | 
             candidate = Candidate(
                 study, row.quantity, row.measure, row.verdict, _number(row.p), _number(row.level),
                 min((int(x) for x in row.n.split(" vs ")), default=0) if row.n not in ("", "–") else 0,
-                _number(row.effect_sd), json.loads(row.cells or "[]"), row.seeds_parameters.split(","),
+                _effect(row), json.loads(row.cells or "[]"), row.seeds_parameters.split(","),
                 row.quantity.startswith(study.module.HEADLINE))
             candidate.why_not = _why_not(candidate, planned)
             if not candidate.why_not:
@@ -152,20 +164,21 @@ def _why_not(c: Candidate, planned: dict) -> str:
     if c.verdict.startswith("not reproduced"):
         return "stopped at look 1: its interval lies wholly short of the published value"
     if c.measure not in TESTS:
-        return f"its measure ({c.measure}) has no two-look design here: only t-based measures do"
+        return f"its measure ({c.measure}) has no two-look design here: t-based measures and variance ratios do"
     if not c.cells:
         return "its claim names no cells of runs to extend (simulations or numbers derived from several cells)"
-    if not (math.isfinite(c.effect_sd) and c.effect_sd > 0 and c.n1 >= 2):
-        return "no spread to plan with"
+    if not (math.isfinite(c.effect) and c.effect != 0 and c.n1 >= 2):
+        return "no spread to plan with" if c.measure != "variance_ratio" else "no published ratio to plan with"
     return ""
 
 
 def _plan_look_two(c: Candidate, settings: dict, store, done: pd.DataFrame, typical: float) -> None:
     """Fill in the candidate's look-2 seeds, boundaries, planned power and the runs it lacks (or why not)."""
-    n2, power = sequential.look_two_seeds(TESTS[c.measure], c.effect_sd, c.n1, c.alpha)
+    n2, power = sequential.look_two_seeds(TESTS[c.measure], c.effect, c.n1, c.alpha)
     if n2 is None:
-        c.why_not = (f"power {power:.0%} even at {sequential.MAX_SEEDS} seeds per arm "
-                     f"(effect {c.effect_sd:.2g} SD at α = {c.alpha:.2g})")
+        effect = (f"ratio {math.exp(c.effect):.2g}" if c.measure == "variance_ratio"
+                  else f"effect {c.effect:.2g} SD")
+        c.why_not = f"power {power:.0%} even at {sequential.MAX_SEEDS} seeds per arm ({effect} at α = {c.alpha:.2g})"
         return
     c.design = replace(sequential.boundaries(c.n1, n2, c.alpha), planned_power=round(power, 4))
     c.power = power

@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -213,10 +213,13 @@ if groups:
 # (a contrast of log variance ratios with its normal-theory SE). A row measured on a stand-in says so; a dataset
 # that was not run says why. The CAR, accuracy and density rows describe our runs beside the paper's numbers:
 # checks, never counted as reproductions. Profiles below `paper` use a reduced model and far fewer epochs: a
-# verdict there is a statement about this scale, not about the paper.
+# verdict there is a statement about this scale, not about the paper. A claim that `python -m lib.decide` extended
+# is read a second time on its planned seeds, against its boundary, once all its runs have finished (the `look`
+# column).
 
 # %% tags=["findings"]
-comparison = study.paper_vs_reproduced(summary, skipped, runs)
+comparison = nb.two_looks(lambda runs, looks: study.paper_vs_reproduced(study.analyze(runs, settings, sources),
+                                                                         skipped, runs, looks=looks), records)
 comparison_path = store.write_frame("paper_vs_reproduced", comparison)
 display(comparison)
 

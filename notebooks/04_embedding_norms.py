@@ -76,7 +76,7 @@ from typing import Optional
 
 profile: str = "quick"  # smoke | quick | cpu | paper: every parameter left as None takes the profile's value
 # (a) convergence on the sphere [code]
-radii: Optional[list] = None  # starting norms rho of the pairs (paper: 0.25, 0.5, 0.75, 1, 2, ..., 10)
+radii: Optional[list] = None  # starting norms rho of the pairs (paper: 0.25, 0.5, ..., 10)
 pairs: Optional[int] = None  # positive pairs (paper: 500)
 sphere_lr: Optional[float] = None  # gradient-descent step (paper: 10 with 500 pairs; steps depend on lr / pairs)
 dim: int = 20  # dimension of the points [code]

@@ -69,7 +69,7 @@ profile: str = "quick"  # smoke | quick | cpu | paper: every parameter left as N
 dataset: Optional[str] = None  # cifar10 | cifar100 | svhn | fashion_mnist | mnist | digits | shapes
 # dataset_options, e.g. {"num_classes": 10, "image_size": 32}
 dataset_options: Optional[dict] = None  # lib.core.data.load_dataset options for shapes
-batch_sizes: Optional[list] = None  # images per step N (2N - 2 negatives per anchor); the paper: 16 ... 4096
+batch_sizes: Optional[list] = None  # images per step N (2N - 2 negatives per anchor); the paper: 16, 32, ..., 4096
 losses: list = ["infonce", "flatnce"]  # contrastive losses compared [paper]
 seeds: Optional[int] = None  # seeds per batch size and loss
 epochs: Optional[int] = None  # training epochs at every batch size (FLAT's code: 100)

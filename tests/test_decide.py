@@ -126,10 +126,24 @@ def test_claims_that_more_seeds_would_not_decide_are_not_proposed():
     out = candidate("low car", False, {}, verdict="not in the paper's regime (layer-0 CAR 32 < 50)")
     assert "regime" in decide._why_not(out, {})
     assert "stopped at look 1" in decide._why_not(candidate("short", False, {}, verdict="not reproduced"), {})
-    variance = candidate("vr", False, {})
-    variance.measure = "variance_ratio"
-    assert "no two-look design" in decide._why_not(variance, {})
+    equivalence = candidate("no difference", False, {})
+    equivalence.measure = "equivalence"
+    assert "no two-look design" in decide._why_not(equivalence, {})
+    variance = candidate("vr", False, {})  # a variance ratio has one: its effect is log R of the published ratio
+    variance.measure, variance.effect = "variance_ratio", math.log(0.08)
+    assert decide._why_not(variance, {}) == ""
+    variance.effect = float("nan")  # a table rendered before its ``published`` column
+    assert decide._why_not(variance, {}) == "no published ratio to plan with"
     assert decide._why_not(candidate("open", False, {}), {}) == ""
+
+
+def test_a_variance_ratios_effect_is_log_of_the_published_ratio():
+    """lib.decide plans a variance ratio at log R of the table's ``published`` value, a t-based claim at its
+    effect in SDs; a table without the column plans no variance ratio."""
+    row = pd.Series({"measure": "variance_ratio", "published": "0.08", "effect_sd": "–"})
+    assert decide._effect(row) == pytest.approx(math.log(0.08))
+    assert math.isnan(decide._effect(row.drop("published")))
+    assert decide._effect(pd.Series({"measure": "one_sample", "published": "60.7", "effect_sd": "1.5"})) == 1.5
 
 
 def test_decide_dry_run_on_the_shipped_tables_plans_no_claim_twice(capsys):

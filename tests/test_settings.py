@@ -213,6 +213,42 @@ def test_no_help_copies_a_run_configs_default_by_hand():
             assert named[1] == (f"{default:g}" if isinstance(default, float) else str(default)), (study.name, name)
 
 
+def test_no_help_copies_the_paper_profiles_value_by_hand():
+    """Issue 40: a help text that says the paper's value ("(paper: 512)") reads it from the study's ``paper``
+    profile ({paper}), so it says what that profile runs; a study whose paper profile changes says the new value,
+    and a {paper} the profile does not set is refused when the class is declared."""
+    import re
+    from typing import Optional
+
+    from lib.core.settings import _help_value, setting
+    from lib.studies import STUDIES
+    from lib.studies.common import CFFSettings
+
+    said = 0
+    for study in STUDIES.values():
+        settings_class = study.module.Settings
+        paper = settings_class.profiles["paper"]
+        for name, declared in settings_class.declared.items():
+            assert "{paper}" not in declared.help, (study.name, name)
+            named = re.search(r"\(paper: ([^;)]+?)(?:,? (?:with|512 features)[^)]*)?\)|the paper: (.+)$", declared.help)
+            if named is None:
+                continue
+            assert name in paper, (study.name, name)
+            assert (named[1] or named[2]) == _help_value(paper[name]), (study.name, name, declared.help)
+            said += 1
+    assert said >= 20  # the CFF encoder's sizes in three studies, study 4's nine, study 5's two, study 1's seeds
+
+    class Scratch(CFFSettings):  # a family's help filled from another paper profile
+        profiles = {"paper": {"layers": 12, "embed_dim": 256, "heads": 8, "patch": 2, "batch_size": 1024}}
+    assert Scratch.declared["layers"].help == "encoder layers (paper: 12)"
+    assert Scratch.declared["batch_size"].help.endswith("(paper: 1024)")
+
+    with pytest.raises(TypeError, match=r"seeds: its help names \{paper\}, but the paper profile does not set it"):
+        class Unset(CFFSettings):
+            profiles = {"paper": {}}
+            seeds: Optional[int] = setting(None, "seeds (paper: {paper})")
+
+
 def test_m0_temperature_and_batch_sizes_are_each_checked_in_one_place():
     """Issue 40: a value has one range, checked where it is declared. m0, m_last and temperature are run config
     fields: no settings-level check, the config's (lib.cff.training.MARGIN_RANGE for margins) rejects a bad one by

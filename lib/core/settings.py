@@ -83,8 +83,27 @@ def _help_with_default(cls: type, name: str, text: str) -> str:
     config = getattr(cls, "config", None)
     if config is None or name not in config.__dataclass_fields__:
         raise TypeError(f"{cls.__name__}.{name}: its help names {{default}}, but it is no field of a run config")
-    value = _config_default(config, name)
-    return text.replace("{default}", f"{value:g}" if isinstance(value, float) else str(value))
+    return text.replace("{default}", _help_value(_config_default(config, name)))
+
+
+def _help_with_paper(cls: type, name: str, text: str) -> str:
+    """A help text whose ``{paper}`` is the value the study's ``paper`` profile sets for ``name``, read from the
+    profile (so that no help copies it by hand). A family's class without profiles (CFFSettings) leaves it for the
+    study's class to fill."""
+    if "{paper}" not in text or not cls.profiles:
+        return text
+    if name not in cls.profiles.get("paper", {}):
+        raise TypeError(f"{cls.__name__}.{name}: its help names {{paper}}, but the paper profile does not set it")
+    return text.replace("{paper}", _help_value(cls.profiles["paper"][name]))
+
+
+def _help_value(value: Any) -> str:
+    """A value as a help text says it: numbers in their shortest form, a list's items joined by commas (a list of more
+    than four as its first two, "...", its last, so that the line stays short)."""
+    if isinstance(value, (list, tuple)):
+        shown = [*value[:2], "...", value[-1]] if len(value) > 4 else value
+        return ", ".join(v if v == "..." else _help_value(v) for v in shown)
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _config_default(config: type, name: str) -> Any:
@@ -125,6 +144,8 @@ class StudySettings:
         inherited = {}
         for base in cls.__bases__:
             inherited.update(getattr(base, "declared", {}))
+        own = {k: dataclasses.replace(v, help=_help_with_paper(cls, k, v.help)) for k, v in own.items()}
+        inherited = {k: dataclasses.replace(v, help=_help_with_paper(cls, k, v.help)) for k, v in inherited.items()}
         # the profile first, a study's own parameters next, then those it inherits (a family's, then RunOptions'),
         # each in the place its class gave it, also where the study re-declares one (its own help)
         declared = {**{k: v for k, v in own.items() if k not in inherited},

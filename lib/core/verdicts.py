@@ -200,7 +200,8 @@ class Assessment:
     def row(self, digits: int = 3) -> dict:
         """The verdict-table row: ours with its interval and the interval's level, the paper's, p (raw and Holm),
         power, seeds needed, and the row's ``kind`` (claim or check). A check's text (``notes["ours"]``) stands
-        for its number."""
+        for its number. For lib.decide: the claim's measure, level, effect in SDs, cells and ``published`` value as
+        a number (``paper`` is its text)."""
         def g(x):
             return "–" if x is None or not math.isfinite(x) else f"{x:.{digits}g}"
         claim = self.claim
@@ -217,7 +218,7 @@ class Assessment:
             return {"quantity": claim.quantity, "ours": ours, "ci_level": "–", "paper": paper,
                     "evidence": claim.evidence, "n": " vs ".join(map(str, self.n)) or "–", "p": "–", "p_holm": "–",
                     "power": "–", "seeds_needed": "–", "verdict": "check", "kind": "check", "seeds_parameters": "",
-                    "measure": "–", "level": "–", "effect_sd": "–", "cells": ""}
+                    "measure": "–", "level": "–", "effect_sd": "–", "cells": "", "published": "–"}
         return {"quantity": claim.quantity, "ours": ours,
                 "ci_level": f"{100 * (1 - self.level):.3g}%" if self.measured else "–", "paper": paper,
                 "evidence": claim.evidence, "n": " vs ".join(map(str, self.n)) or "–",
@@ -226,7 +227,8 @@ class Assessment:
                 "verdict": self.verdict_text(), "kind": claim.kind,
                 "seeds_parameters": ",".join(claim.seeds_parameters), "measure": claim.measure,
                 "level": f"{self.level:.6g}" if self.measured else "–",
-                "effect_sd": g(self.effect_sd), "cells": json.dumps([dict(cell) for cell in claim.cells])}
+                "effect_sd": g(self.effect_sd), "cells": json.dumps([dict(cell) for cell in claim.cells]),
+                "published": "–" if claim.published is None else f"{claim.published:.6g}"}
 
 
 # ------------------------------------------------------------------------------ the unit: one number per seed

@@ -309,9 +309,10 @@ def vr_claim(published: str, measured_on: str, top5: bool = False) -> verdicts.C
                               published_text=f"{pub['vr']:.2f}, if the paper's VR is of top-5")
     # a VR above 1 is variance inflation by clamping, which the papers expect only at high layer-0 CAR
     regime = common.CAR_REGIME if pub["vr"] > 1 else None
+    arms = tuple(verdicts.cell(dataset=measured_on, margin_mode=mode) for mode in common.ARMS)  # for lib.decide
     return verdicts.Claim(f"{name}: VR = Var(clamp)/Var(subtract){on}", "variance_ratio", pub["vr"], pub["vr_tag"],
                           FAMILY, published_text=f"{pub['vr']:.2f}" + (f" (p = {pub['p']})" if "p" in pub else ""),
-                          regime=regime)
+                          regime=regime, cells=arms)
 
 
 def seed_arms_of_entry(runs: pd.DataFrame, entry: str, metric: str = "top1") -> tuple[dict, dict]:
@@ -321,7 +322,8 @@ def seed_arms_of_entry(runs: pd.DataFrame, entry: str, metric: str = "top1") -> 
                   if np.isfinite(getattr(r, metric))} for mode in common.ARMS)
 
 
-def paper_vs_reproduced(summary: pd.DataFrame, skipped: dict, runs: pd.DataFrame) -> pd.DataFrame:
+def paper_vs_reproduced(summary: pd.DataFrame, skipped: dict, runs: pd.DataFrame,
+                        looks: dict | None = None) -> pd.DataFrame:
     """Every published number through the verdict engine (lib.core.verdicts), on the seed-level observations of
     ``runs``: per published dataset its VR (and CIFAR-100's top-5 reading), Holm-corrected as one family with the
     reversal (:data:`REVERSAL`, CIFAR-10's VR against the others'), then our checks: the layer-0 CAR and the
@@ -329,7 +331,8 @@ def paper_vs_reproduced(summary: pd.DataFrame, skipped: dict, runs: pd.DataFrame
     density against its expectation.
 
     A published dataset is matched with its own entry when it ran, else with an entry that stands in for it
-    (named as such in the row), else the row says it was not measured and why.
+    (named as such in the row), else the row says it was not measured and why. ``looks``: the claims read at a
+    planned look 2 (lib.run.plans.two_looks).
     """
     by_entry = {r.dataset: r for r in summary.itertuples()}
     tested, checks, matched = [], [], {}
@@ -375,7 +378,7 @@ def paper_vs_reproduced(summary: pd.DataFrame, skipped: dict, runs: pd.DataFrame
         tested.insert(0, verdicts.evaluate_contrast(claim, seed_arms_of_entry(runs, matched["cifar10"]), others))
     else:
         tested.insert(0, replace(verdicts.evaluate(REVERSAL), notes={"why": "CIFAR-10 and another set needed"}))
-    rows = verdicts.decide(tested) + verdicts.decide(checks)
+    rows = verdicts.decide(tested, looks) + verdicts.decide(checks)
     measured = summary[np.isfinite(summary.vr.astype(float))]
     if len(measured):
         listing = "; ".join(f"{r.dataset}: CAR {r.car0_clamp_final:.0f}% (final epoch), VR {r.vr:.2f} (p = {r.f_p:.2g})"

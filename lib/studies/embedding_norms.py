@@ -274,11 +274,11 @@ class Settings(settings.RunOptions):
     takes the profile's value or, where the line says, the authors' or the named simulation's."""
 
     profiles = PROFILES
-    radii: Optional[list] = setting(None, "starting norms rho of the pairs (paper: 0.25, 0.5, 0.75, 1, 2, ..., 10)",
+    radii: Optional[list] = setting(None, "starting norms rho of the pairs (paper: {paper})",
                                     _positive_list(2), note="(a) convergence on the sphere [code]")
-    pairs: Optional[int] = setting(None, "positive pairs (paper: 500)", settings.integer(2))
-    sphere_lr: Optional[float] = setting(None, "gradient-descent step (paper: 10 with 500 pairs; steps depend on lr / "
-                                               "pairs)", settings.number(0.0, low_open=True))
+    pairs: Optional[int] = setting(None, "positive pairs (paper: {paper})", settings.integer(2))
+    sphere_lr: Optional[float] = setting(None, "gradient-descent step (paper: {paper} with 500 pairs; steps depend "
+                                               "on lr / pairs)", settings.number(0.0, low_open=True))
     dim: int = setting(20, "dimension of the points [code]", settings.integer(2))
     tolerance: float = setting(1e-3, "converged when the mean cosine reaches 1 - tolerance [code]",
                                settings.number(0.0, 1.0, low_open=True))
@@ -301,7 +301,7 @@ class Settings(settings.RunOptions):
     dataset_options: Optional[dict] = setting(None, "lib.core.data.load_dataset options", _options,
                                               note='dataset_options, e.g. shapes\' {"num_classes": 10, "image_size": '
                                                    '32}', fill=settings.profile_options)
-    imbalanced_dataset: Optional[str] = setting(None, "data of the imbalanced runs (paper: cifar100)",
+    imbalanced_dataset: Optional[str] = setting(None, "data of the imbalanced runs (paper: {paper})",
                                                 settings.choice(DATASETS))
     methods: list = setting(list(METHODS), "simclr | simsiam", settings.choices(METHODS))
     interventions: Optional[list] = setting(None, "balanced: default | weight_decay | cut_init | grad_scale | "
@@ -339,16 +339,17 @@ class Settings(settings.RunOptions):
     color_jitter: str = setting("separate", "separate: four RandomApply(p 0.8), one per op [code] | joint: one for "
                                             "all (ours)", settings.choice(JITTER_MODES))
     seeds: Optional[int] = setting(None, "seeds per run", settings.seed_count())
-    width_multiplier: Optional[float] = setting(None, "ResNet-18 channel multiplier (paper: 1, 512 features)",
+    width_multiplier: Optional[float] = setting(None, "ResNet-18 channel multiplier (paper: {paper}, 512 features)",
                                                 settings.number(1 / 128))
-    simsiam_dim: Optional[int] = setting(None, "SimSiam projector width D; predictor D -> D/4 -> D (paper: 2048)",
+    simsiam_dim: Optional[int] = setting(None, "SimSiam projector width D; predictor D -> D/4 -> D (paper: {paper})",
                                          settings.integer(1))
-    epochs: Optional[int] = setting(None, "training epochs (paper: 512)", settings.integer(1))
-    batch_size: Optional[int] = setting(None, "images per batch, two views each (paper: 256)", settings.integer(1))
+    epochs: Optional[int] = setting(None, "training epochs (paper: {paper})", settings.integer(1))
+    batch_size: Optional[int] = setting(None, "images per batch, two views each (paper: {paper})", settings.integer(1))
     simsiam_micro_batches: int = setting(SIMSIAM_MICRO_BATCHES, "SimSiam's gradient summed over this many "
                                                                 "micro-batches per step [code]; 1: ours",
                                          _micro_batches)
-    warmup_epochs: Optional[float] = setting(None, "linear warm-up before the cosine schedule (paper: 10)", _warmup)
+    warmup_epochs: Optional[float] = setting(None, "linear warm-up before the cosine schedule (paper: {paper})",
+                                             _warmup)
     probe_steps: Optional[int] = setting(None, "L-BFGS iterations of the linear probe", settings.integer(1))
     unseen_classes: Optional[list] = setting(None, "held-out classes of the training data: the near-OOD set",
                                              _unseen_classes, note="the OOD runs train on the other classes; None: the "

@@ -129,14 +129,14 @@ class Settings(settings.ParallelRuns):
                                               settings.dataset_options(),
                                               note='dataset_options, e.g. {"num_classes": 10, "image_size": 32}',
                                               fill=settings.profile_options)
-    batch_sizes: Optional[list] = setting(None, "images per step N (2N - 2 negatives per anchor); the paper: 16 ... "
-                                                "4096", _batch_sizes)
+    batch_sizes: Optional[list] = setting(None, "images per step N (2N - 2 negatives per anchor); the paper: "
+                                                "{paper}", _batch_sizes)
     losses: list = setting(list(LOSSES), "contrastive losses compared [paper]", settings.choices(LOSSES))
     seeds: Optional[int] = setting(None, "seeds per batch size and loss", settings.seed_count())
     epochs: Optional[int] = setting(None, "training epochs at every batch size (FLAT's code: 100)")
     warmup_epochs: Optional[float] = setting(None, "linear warm-up epochs, then cosine to 0 (FLAT's code: 10)")
     width_multiplier: Optional[float] = setting(None, "ResNet-18 channel multiplier: 512 * width_multiplier features "
-                                                      "(paper: 1)")
+                                                      "(paper: {paper})")
     optimizer: Optional[str] = setting(None, "lars | sgd | adam (FLAT's code: lars)")
     lr_rules: Optional[list] = setting(None, "each an arm; every table and verdict is per arm",
                                        settings.choices(LR_RULES, keep_order=True),  # FLAT's first in every table

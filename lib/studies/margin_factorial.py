@@ -92,7 +92,7 @@ class Settings(common.CFFSettings):
     dataset: Optional[str] = setting(None, "cifar10 | cifar100 | svhn | fashion_mnist | mnist | digits | shapes")
     dataset_options: Optional[dict] = setting(None, 'load_dataset options, e.g. {"num_classes": 10, "difficulty": 0.3}',
                                               settings.dataset_options(), fill=settings.profile_options)
-    seeds: Optional[int] = setting(None, "seeds per factorial cell (paper: 7)", settings.seed_count())
+    seeds: Optional[int] = setting(None, "seeds per factorial cell (paper: {paper})", settings.seed_count())
     margin_modes: list = setting(list(common.ARMS), "margin treatments compared [paper]",
                                  settings.choices(MARGIN_MODES))
     stabilizers: list = setting(["detach", "direct"], "logit stabilisers compared [paper]",
