@@ -535,6 +535,12 @@ def planned_rows(results: Path) -> dict[tuple[str, str, str], tuple[dict, dict]]
     return planned
 
 
+def _boundary(level: float) -> str:
+    """A look's boundary as the ledger says it: below a level that rounds to nothing (look 1 of a claim planned
+    for many more seeds, O'Brien–Fleming's share underflows), no p can decide there."""
+    return f"p &lt; {level:.2g}" if level > 0 else "none (no α spent)"
+
+
 def ledger(results: Path) -> str:
     """The extensions' ledger: per planned claim, the seeds of each look, the boundaries, the verdict the plan
     found at look 1 and the verdict now, and at which look it stands (the table's ``look`` column)."""
@@ -547,7 +553,7 @@ def ledger(results: Path) -> str:
         rows.append(f'<tr><td data-label="study">{html.escape(title(study))} · {profile}</td>'
                     f'<td data-label="claim">{html.escape(verdict_html.human(quantity))}</td>'
                     f'<td data-label="seeds per arm">{claim["n1"]} → {claim["n2"]}</td>'
-                    f'<td data-label="boundaries">p &lt; {claim["level1"]:.2g}; p &lt; {claim["level2"]:.2g} '
+                    f'<td data-label="boundaries">{_boundary(claim["level1"])}; {_boundary(claim["level2"])} '
                     f'(α = {claim["alpha"]:.2g})</td><td data-label="planned power">{claim["planned_power"]:.0%}</td>'
                     f'<td data-label="at look 1">{html.escape(claim["look1"]["verdict"])}</td>'
                     f'<td class="{css}" data-label="now">{html.escape(verdict)}</td>'

@@ -65,8 +65,8 @@ class Boundaries:
 
     def text(self, look: int) -> str:
         level = self.level1 if look == 1 else self.level2
-        return (f"look {look} of 2 ({self.n1} → {self.n2} seeds per arm): p < {level:.2g}, "
-                f"{SPENDING} at α = {self.alpha:.2g}")
+        rule = f"p < {level:.2g}" if level > 0 else "no p decides (no α spent)"  # O'Brien–Fleming's share underflows
+        return f"look {look} of 2 ({self.n1} → {self.n2} seeds per arm): {rule}, {SPENDING} at α = {self.alpha:.2g}"
 
     def as_dict(self) -> dict:
         return {"n1": self.n1, "n2": self.n2, "alpha": self.alpha, "level1": self.level1, "level2": self.level2,
