@@ -20,7 +20,8 @@ output of the cell tagged ``key-figure``, else the notebook's first image, writt
 page) and links to the rendered notebook. Variants (runs with
 other parameters than their profile's, under ``results/variants/<variant>/``) are not the project's
 results: they are listed on a page of their own, ``results/variants/index.html``, with links to their
-renders, so that a user's experiment never changes the shipped page. The
+renders, so that a user's experiment never changes the shipped page; a ``smoke`` render, a check of the code
+paths, is left out. The
 page is static HTML with relative links, inline CSS and no script, so it opens from a file system or any
 web server; the same records give the same bytes (no timestamps).
 
@@ -59,6 +60,7 @@ from lib.studies.variants import VARIANT_NOTE
 
 RENDERED = re.compile(r"^(?P<study>\d\d_[a-z0-9_]+?)_(?P<profile>smoke|quick|cpu|paper)$")
 PROFILE_ORDER = ("paper", "cpu", "quick", "smoke")  # the strongest evidence first
+SHIPPED_PROFILES = ("paper", "cpu", "quick")  # smoke checks code paths: git ignores its files, the page leaves it out
 README = PROJECT_ROOT / "README.md"  # its generated blocks: :func:`write_readme_block`
 STUDY_SPEC = PROJECT_ROOT / "docs" / "studies.md"  # the studies' claims and evidence tags, in the repository
 
@@ -130,11 +132,13 @@ def verdict_kind(verdict: str) -> str | None:
 
 
 def rendered_notebooks(results: Path) -> list[tuple[str, str, Path]]:
-    """(study, profile, path) of every rendered notebook, by study, strongest profile first."""
+    """(study, profile, path) of every rendered notebook of a shipped profile, by study, strongest profile first
+    (a smoke render is a check of the code paths, never shipped: leaving it out, running it changes no byte of
+    the page)."""
     found = []
     for path in (results / "notebooks").glob("*.ipynb"):
         match = RENDERED.match(path.stem)
-        if match:
+        if match and match["profile"] in SHIPPED_PROFILES:
             found.append((match["study"], match["profile"], path))
     return sorted(found, key=lambda f: (f[0], PROFILE_ORDER.index(f[1])))
 

@@ -290,6 +290,27 @@ def test_variants_are_listed_on_their_own_page_and_never_change_the_shipped_one(
     assert 'href="m0-0.3_seeds-3/notebooks/01_margin_factorial_quick.html"' in page
 
 
+def test_a_smoke_run_changes_no_shipped_byte(results):
+    """The smoke profile checks code paths: its render is left off the page, and git ignores every file a smoke
+    run writes (records, tables, dataset facts, figure, renders), so a user's first run leaves the clone clean."""
+    shipped = write_index(results).read_bytes()
+    shutil.copy(results / "notebooks" / "01_margin_factorial_cpu.ipynb",
+                results / "notebooks" / "01_margin_factorial_smoke.ipynb")
+    _verdict_table(results / "tables" / "01_margin_factorial_smoke_paper_vs_reproduced.csv", ["inconclusive"])
+    assert write_index(results).read_bytes() == shipped
+    smoke = "05_flatnce_batch_size_smoke"
+    written = ["results/runs/05_flatnce_batch_size/smoke/0123abcd.json", f"results/datasets/{smoke}.json",
+               f"results/tables/{smoke}_per_cell.csv", f"results/figures/{smoke}.png",
+               f"results/notebooks/{smoke}.ipynb", f"results/notebooks/{smoke}.html",
+               f"results/notebooks/{smoke}_report.html"]
+    ignored = subprocess.run(["git", "check-ignore", "--no-index", *written], cwd=PROJECT_ROOT,
+                             capture_output=True, text=True).stdout.split()
+    assert ignored == written
+    kept = subprocess.run(["git", "check-ignore", "--no-index", "results/tables/05_flatnce_batch_size_quick.csv"],
+                          cwd=PROJECT_ROOT, capture_output=True, text=True)
+    assert kept.returncode == 1  # a shipped profile's files stay tracked
+
+
 def test_machines_are_named_and_cells_on_one_machine_only_are_counted():
     from lib.report import machine_statement
 
