@@ -208,3 +208,17 @@ def test_a_missing_dataset_fails_before_anything_is_submitted(tmp_path, monkeypa
     with pytest.raises(DatasetNotFoundError, match="cifar10"):
         dispatch.make_plan("01", profile="smoke", parameters={"dataset": "cifar10"}, data_root=str(tmp_path / "empty"),
                            results_dir=str(tmp_path))
+
+
+def test_a_recorded_plan_is_listed_without_the_arrays(tmp_path, monkeypatch):
+    """Study 2 narrows its plan to the datasets it finds; a dataset no missing run trains on is described from the
+    facts recorded with its runs, as the notebook does, so the shipped cpu plan lists as complete on a clone with
+    no data folder. A run still to train needs its arrays, and the error names why the first dataset was skipped."""
+    monkeypatch.delenv("DATA_ROOT", raising=False)
+    monkeypatch.setenv("TORCHVISION_CACHE", str(tmp_path / "no_cache"))
+    plan = dispatch.make_plan("02", profile="cpu", data_root=str(tmp_path / "empty"))
+    assert plan.configs and plan.missing == []
+    assert {"cifar10", "fashion_mnist", "mnist"} <= set(plan.settings["available"])
+    with pytest.raises(ParameterError, match=r"every one was skipped; the first: dataset 'cifar10' was not found"):
+        dispatch.make_plan("02", profile="cpu", parameters={"seeds": 40}, data_root=str(tmp_path / "empty"),
+                           results_dir=str(tmp_path))

@@ -174,7 +174,9 @@ def check_data(s: dict, data_root: str | None, known: dict[str, DatasetFacts] | 
         facts[entry] = facts_of(ds, label, options)
     s["available"] = [e for e in s["datasets"] if e in facts]
     if not s["available"]:
-        params.fail("datasets", s["datasets"], "at least one dataset that can be loaded (every one was skipped)")
+        first = next(iter(skipped.values()), "")
+        params.fail("datasets", s["datasets"], "at least one dataset that can be loaded (every one was skipped; the "
+                                               f"first: {skip_reason(first)})")
     return facts, skipped
 
 
