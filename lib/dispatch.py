@@ -94,11 +94,13 @@ def make_plan(study: str | Study, *, profile: str = "quick", parameters: dict | 
     settings, variant = resolve_command(study, profile=profile, parameters=dict(parameters or {}),
                                         data_root=data_root, results_dir=results_dir, variant=variant)
     download_datasets(study, settings, data_root, download)
-    # as the notebook does: a dataset no missing run trains on is described from the facts recorded with its runs,
-    # so that a plan whose runs are all recorded is listed without the arrays (study 2's check_data)
-    store, _ = open_store(study, settings, study.module.plan(settings), results_dir, variant)
-    check_data(study, settings, [store], data_root)
+    # as the notebook does: a dataset no missing run trains on is described from the facts recorded with the
+    # canonical runs, so that a plan whose runs are all recorded is listed without the arrays (study 2's check_data);
+    # checked before a variant's store copies anything
+    canonical, _ = open_store(study, settings, [], results_dir, None)
+    check_data(study, settings, [canonical], data_root)
     configs = study.module.plan(settings)
+    store, _ = open_store(study, settings, configs, results_dir, variant)
     unique = {store.run_id(c): c for c in configs}
     missing = [c for c in unique.values() if settings.get("force") or not store.is_finished(c)]
     datasets.load_datasets(missing, data_root)

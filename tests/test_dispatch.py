@@ -219,6 +219,6 @@ def test_a_recorded_plan_is_listed_without_the_arrays(tmp_path, monkeypatch):
     plan = dispatch.make_plan("02", profile="cpu", data_root=str(tmp_path / "empty"))
     assert plan.configs and plan.missing == []
     assert {"cifar10", "fashion_mnist", "mnist"} <= set(plan.settings["available"])
-    with pytest.raises(ParameterError, match=r"every one was skipped; the first: dataset 'cifar10' was not found"):
+    with pytest.raises(ParameterError, match=r"all were skipped; the first: dataset 'cifar10' was not found"):
         dispatch.make_plan("02", profile="cpu", parameters={"seeds": 40}, data_root=str(tmp_path / "empty"),
                            results_dir=str(tmp_path))

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
-from lib.cff.diagnostics import positive_pair_density
+from lib.cff.diagnostics import expected_run_density, positive_pair_density
 from lib.cff.training import CFFConfig, train_cff
 from lib.core.augment import DISTORTION_LEVELS, distort, normalize
 from lib.core.data import DATASETS, DatasetNotFoundError, load_dataset
@@ -161,7 +161,7 @@ def test_run_density_matches_the_expectation_of_train_cffs_batching():
         perm = torch.randperm(len(train), generator=g)
         per_run.append(np.mean([positive_pair_density(torch.cat([y, y]))
                                 for y in train[perm].split(batch)]))
-    expected = cross_dataset.expected_run_density(m, batch, k)
+    expected = expected_run_density(m, batch, k)
     assert abs(np.mean(per_run) - expected) < 4 * np.std(per_run) / math.sqrt(len(per_run))
     # the last, smaller batch pulls the run's mean below a full batch's expectation
     assert expected < cross_dataset.expected_positive_pair_density(batch, k, m)
@@ -172,7 +172,7 @@ def test_the_density_a_run_records_matches_the_expectation(tiny_cff):
     config = {**tiny_cff, "epochs": 12, "probe_epochs": 1}
     options = config["dataset_options"]
     measured = train_cff(CFFConfig(**config))["positive_pair_density"]
-    expected = cross_dataset.expected_run_density(options["n_train"], config["batch_size"], options["num_classes"])
+    expected = expected_run_density(options["n_train"], config["batch_size"], options["num_classes"])
     assert measured == pytest.approx(expected, rel=0.05)
 
 

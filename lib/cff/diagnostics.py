@@ -1,6 +1,7 @@
 """Batch diagnostics of contrastive training (no gradients)."""
 from __future__ import annotations
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -60,3 +61,20 @@ def expected_positive_pair_density(batch_size: int, num_classes: int, dataset_si
         return balanced
     spread = 2 * (1 - 1 / num_classes) * (dataset_size - batch_size) / (dataset_size - 1)
     return balanced + spread
+
+
+def expected_run_density(dataset_size: int, batch_size: int, num_classes: int, train_subset: int = 0,
+                         val_fraction: float = 0.1) -> float:
+    """The positive-pair density a CFF run should record on a class-balanced training split (study 2's check).
+
+    ``train_cff`` holds out a random ``val_fraction`` of the split, optionally keeps
+    ``train_subset`` images, and averages the density over an epoch's batches, the last one
+    smaller. Every batch is a uniformly random subset of the whole balanced split, so each batch
+    of b images has the expectation of :func:`expected_positive_pair_density` (b, K, M) with M the
+    split's size; the run's value is their mean over the epoch's batches.
+    """
+    n_train = dataset_size - max(1, round(val_fraction * dataset_size))
+    if train_subset:
+        n_train = min(n_train, train_subset)
+    sizes = [batch_size] * (n_train // batch_size) + ([n_train % batch_size] if n_train % batch_size else [])
+    return float(np.mean([expected_positive_pair_density(b, num_classes, dataset_size) for b in sizes]))

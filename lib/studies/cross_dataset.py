@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from lib.cff.batched import train_cff_seeds
-from lib.cff.diagnostics import expected_positive_pair_density
+from lib.cff.diagnostics import expected_positive_pair_density, expected_run_density
 from lib.cff.training import CFFConfig, train_cff
 from lib.core import params, settings, verdicts
 from lib.core.config import as_dict
@@ -174,9 +174,8 @@ def check_data(s: dict, data_root: str | None, known: dict[str, DatasetFacts] | 
         facts[entry] = facts_of(ds, label, options)
     s["available"] = [e for e in s["datasets"] if e in facts]
     if not s["available"]:
-        first = next(iter(skipped.values()), "")
-        params.fail("datasets", s["datasets"], "at least one dataset that can be loaded (every one was skipped; the "
-                                               f"first: {skip_reason(first)})")
+        first = skip_reason(next(iter(skipped.values()), ""))
+        params.fail("datasets", s["datasets"], f"a dataset that can be loaded (all were skipped; the first: {first})")
     return facts, skipped
 
 
@@ -250,23 +249,6 @@ def analyze(runs: pd.DataFrame, s: dict, sources: dict) -> pd.DataFrame:
     return pd.DataFrame(rows).merge(common.final_epoch_columns(runs, "dataset"), on="dataset", how="left")
 
 
-def expected_run_density(dataset_size: int, batch_size: int, num_classes: int, train_subset: int = 0,
-                         val_fraction: float = 0.1) -> float:
-    """The positive-pair density a CFF run should record on a class-balanced training split.
-
-    ``train_cff`` holds out a random ``val_fraction`` of the split, optionally keeps
-    ``train_subset`` images, and averages the density over an epoch's batches, the last one
-    smaller. Every batch is a uniformly random subset of the whole balanced split, so each batch
-    of b images has the expectation of :func:`expected_positive_pair_density` (b, K, M) with M the
-    split's size; the run's value is their mean over the epoch's batches.
-    """
-    n_train = dataset_size - max(1, round(val_fraction * dataset_size))
-    if train_subset:
-        n_train = min(n_train, train_subset)
-    sizes = [batch_size] * (n_train // batch_size) + ([n_train % batch_size] if n_train % batch_size else [])
-    return float(np.mean([expected_positive_pair_density(b, num_classes, dataset_size) for b in sizes]))
-
-
 def _car_reading(measured: pd.DataFrame) -> tuple[str, str]:
     """What the datasets say about the rule of thumb (low CAR -> no inflation) and "CAR is necessary, not
     sufficient" (inflation: VR > 1 with F-test p < 0.05; high CAR: layer-0 CAR >= 50%, clamp arm, final epoch).
@@ -324,8 +306,7 @@ def seed_arms_of_entry(runs: pd.DataFrame, entry: str, metric: str = "top1") -> 
                   if np.isfinite(getattr(r, metric))} for mode in common.ARMS)
 
 
-def paper_vs_reproduced(summary: pd.DataFrame, skipped: dict, runs: pd.DataFrame,
-                        looks: dict | None = None) -> pd.DataFrame:
+def paper_vs_reproduced(summary: pd.DataFrame, skipped: dict, runs: pd.DataFrame, looks: dict | None = None):
     """Every published number through the verdict engine (lib.core.verdicts), on the seed-level observations of
     ``runs``: per published dataset its VR (and CIFAR-100's top-5 reading), Holm-corrected as one family with the
     reversal (:data:`REVERSAL`, CIFAR-10's VR against the others'), then our checks: the layer-0 CAR and the
@@ -333,8 +314,7 @@ def paper_vs_reproduced(summary: pd.DataFrame, skipped: dict, runs: pd.DataFrame
     density against its expectation.
 
     A published dataset is matched with its own entry when it ran, else with an entry that stands in for it
-    (named as such in the row), else the row says it was not measured and why. ``looks``: the claims read at a
-    planned look 2 (lib.run.plans.two_looks).
+    (named as such in the row), else the row says it was not measured and why. ``looks``: lib.run.plans.two_looks.
     """
     by_entry = {r.dataset: r for r in summary.itertuples()}
     tested, checks, matched = [], [], {}
