@@ -209,12 +209,14 @@ class Setup:
         return records, runs
 
 
-    def two_looks(self, table_of: Callable[[pd.DataFrame, dict], pd.DataFrame], records: list[dict]) -> pd.DataFrame:
+    def two_looks(self, table_of: Callable[[pd.DataFrame, dict], pd.DataFrame], records: list[dict],
+                  frame: Callable[[list[dict]], pd.DataFrame] | None = None) -> pd.DataFrame:
         """The study's verdict table over its shipped runs (``records``) and, for the canonical results, the runs of
         its extension plans (``lib.decide``): each planned claim whose look 2 has finished is read there against its
-        boundary (:func:`lib.run.plans.two_looks`). ``table_of(runs, looks)``: the study's verdict table."""
+        boundary (:func:`lib.run.plans.two_looks`). ``table_of(runs, looks)``: the study's verdict table;
+        ``frame``: its runs frame of records where the module's needs the settings (study 3's knob)."""
         ext = plans.extension(self.store) if self.variant is None else plans.Extension()
-        runs = self.study.module.runs_frame(records + ext.records)
+        runs = (frame or self.study.module.runs_frame)(records + ext.records)
         return plans.two_looks(table_of, runs, ext)
 
     def show_rerun(self, records: list[dict]) -> None:

@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -224,10 +224,13 @@ if groups:
 # at the level matched to 97% (16.73 / 0.25 on SVHN). The trend over levels and the place of the largest VR
 # describe the sweep (levels as the unit): checks, never counted as reproductions. Rows measured on a stand-in say
 # so. Profiles below `paper` use a reduced model and far fewer epochs: a verdict there is a statement about this
-# scale, not about the paper.
+# scale, not about the paper. A claim that `python -m lib.decide` extended is read a second time on its planned
+# seeds, against its boundary, once all its runs have finished (the `look` column).
 
 # %% tags=["findings"]
-comparison = study.paper_vs_reproduced(summary, chance, stand_in, runs)
+comparison = nb.two_looks(lambda runs, looks: study.paper_vs_reproduced(study.analyze(runs, settings), chance, stand_in,
+                                                                         runs, knob=settings["knob"], looks=looks),
+                          records, frame=lambda records: study.runs_frame(records, settings["knob"]))
 comparison_path = store.write_frame("paper_vs_reproduced", comparison)
 display(comparison)
 

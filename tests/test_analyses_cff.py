@@ -566,7 +566,8 @@ def test_relative_accuracy_maps_chance_to_0_and_the_ceiling_to_1():
 def test_study3_table_matches_published_points_by_relative_accuracy(planted_study3):
     # chance 10%, our ceiling 90%: level 0 sits at 1.0 (the paper's 97%), level 2 at 0.2, next to
     # the paper's 26.8% (0.193) and 25% (0.172); level 4 (0.5) matches none
-    table = difficulty_sweep.paper_vs_reproduced(planted_study3, chance=10.0, stand_in=None, runs=sweep_runs())
+    table = difficulty_sweep.paper_vs_reproduced(planted_study3, chance=10.0, stand_in=None, runs=sweep_runs(),
+                                               knob="aug_level")
     ceiling, hard, hardest = (_row(table, f"VR at {acc:g}% accuracy") for acc in (97.0, 26.8, 25.0))
     assert ceiling.quantity.endswith("our level 0, 90.0% accuracy, 1.00 of the way")
     assert ceiling.ours.startswith(f"{1 / 9:.3g} [")
@@ -593,7 +594,7 @@ def test_study3_a_published_point_without_a_nearby_level_is_not_measured():
                             dict(level=1, top1_mean=60.0, vr=5.0, f_p=0.01, ci_low=2.0, ci_high=9.0)])
     runs = pd.DataFrame(arm_rows("clamp", 0.9, 0.01, level=0) + arm_rows("subtract", 0.9, 0.02, level=0)
                         + arm_rows("clamp", 0.6, 0.02, level=1) + arm_rows("subtract", 0.6, 0.01, level=1))
-    table = difficulty_sweep.paper_vs_reproduced(summary, chance=10.0, stand_in="mnist", runs=runs)
+    table = difficulty_sweep.paper_vs_reproduced(summary, chance=10.0, stand_in="mnist", runs=runs, knob="aug_level")
     distance = abs((60 - 10) / (90 - 10) - 16.8 / 87)  # 0.625 against 0.193: beyond the 0.15 allowed
     far = _row(table, "VR at 26.8% accuracy")
     assert far.verdict == "not measured" and far.ours == (

@@ -181,3 +181,17 @@ def test_the_readme_says_which_extended_claims_moved_and_against_which_boundary(
     assert "7 seeds per arm" in lines["done"] and "p < 0.0042" in lines["done"]
     assert "→ *reproduced* at look 2 (stayed)" in lines["same"]
     assert "is running: 1 of 2 (look 2: 3 → 19 seeds per arm, 4 of 30 runs" in lines["running"]
+
+
+def test_a_variance_ratio_of_study_3_plans_the_runs_of_its_matched_level():
+    """On the shipped cpu tables: study 3's VR at 97% accuracy (our level 0) is planned at log R of its published
+    0.25, and its look 2 adds exactly the runs of level 0's two arms for the seeds beyond the shipped ones (its
+    cells name the knob's own column, so a run alone says whether it belongs)."""
+    found = {c.quantity: c for c in decide.candidates("cpu", only=["03"])}
+    level0 = next(c for q, c in found.items() if q.startswith("VR at 97% accuracy"))
+    assert level0.why_not == "" and level0.effect == pytest.approx(math.log(0.25))
+    configs = list(level0.configs.values())
+    n2 = level0.design.n2
+    assert len(configs) == 2 * (n2 - level0.n1)
+    assert {(c.aug_level, c.margin_mode) for c in configs} == {(0, "clamp"), (0, "subtract")}
+    assert sorted({c.seed for c in configs}) == list(range(level0.n1, n2))

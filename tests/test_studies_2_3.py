@@ -233,7 +233,7 @@ def test_study3_matches_published_points_by_relative_accuracy():
     levels = [(0, 90.0, 0.3), (1, 70.0, 1.5), (2, 26.0, 12.0), (3, 12.0, 2.0)]
     summary = pd.DataFrame([_level_row(level, acc, vr, 0.04) for level, acc, vr in levels])
     runs = pd.DataFrame([r for level, acc, vr in levels for r in _level_runs(level, vr, acc)])
-    table = difficulty_sweep.paper_vs_reproduced(summary, chance=10.0, stand_in="mnist", runs=runs)
+    table = difficulty_sweep.paper_vs_reproduced(summary, chance=10.0, stand_in="mnist", runs=runs, knob="aug_level")
     ceiling, hard = _by_start(table, "VR at 97% accuracy"), _by_start(table, "VR at 26.8% accuracy")
     assert ceiling.quantity.endswith(": our level 0, 90.0% accuracy, 1.00 of the way")
     assert ceiling.ours.startswith("0.3 [")

@@ -143,9 +143,12 @@ def level_of(config: CFFConfig | dict, knob: str):
     return config["dataset_options"]["difficulty"]
 
 
-def runs_frame(records: list[dict], knob: str) -> pd.DataFrame:
-    """One row per run, with its knob level in column ``level``."""
-    return common.runs_frame(records, factors={"level": lambda c: level_of(c, knob)})
+def runs_frame(records: list[dict], knob: str | None = None) -> pd.DataFrame:
+    """One row per run, with both knobs' settings (``aug_level``, ``difficulty``: the cells lib.decide reads) and,
+    given the study's ``knob``, its level in column ``level`` (a run alone cannot say which knob was swept)."""
+    factors = {"aug_level": lambda c: as_dict(c)["aug_level"],
+               "difficulty": lambda c: as_dict(c)["dataset_options"].get("difficulty")}
+    return common.runs_frame(records, factors={**factors, **({"level": lambda c: level_of(c, knob)} if knob else {})})
 
 
 def curves_frame(records: list[dict], knob: str) -> pd.DataFrame:
@@ -222,8 +225,8 @@ def level_car(runs: pd.DataFrame, level) -> float | None:
     return common.clamp_car(runs[(runs.level == level) & (runs.status == "ok")])
 
 
-def paper_vs_reproduced(summary: pd.DataFrame, chance: float, stand_in: str | None,
-                        runs: pd.DataFrame) -> pd.DataFrame:
+def paper_vs_reproduced(summary: pd.DataFrame, chance: float, stand_in: str | None, runs: pd.DataFrame, *,
+                        knob: str, looks: dict | None = None) -> pd.DataFrame:
     """Every published number through the verdict engine (lib.core.verdicts), on the seed-level observations of
     ``runs``: the central claim (:data:`DIFFICULTY`, a contrast of two levels' VRs) and each published point's
     VR, Holm-corrected as one family; then our descriptions of the sweep: the trend over levels (exact
@@ -232,7 +235,8 @@ def paper_vs_reproduced(summary: pd.DataFrame, chance: float, stand_in: str | No
     Accuracies differ between datasets, so each published point is matched with our level nearest to it in
     *relative* accuracy, (acc - chance) / (ceiling - chance), where the ceiling is the paper's 97% for SVHN and
     our easiest level's accuracy for us; a point with no level within :data:`MATCH_DISTANCE` is not measured.
-    ``stand_in`` names the data when it is not SVHN.
+    ``stand_in`` names the data when it is not SVHN. A point's VR names the cells of its level's arms (``knob``: the
+    column they are read by) for lib.decide; ``looks``: the claims read at a planned look 2 (lib.run.plans.two_looks).
     """
     on = f" (on {stand_in}, not SVHN)" if stand_in else ""
     measured = summary[np.isfinite(summary.vr)].reset_index(drop=True)
@@ -255,8 +259,10 @@ def paper_vs_reproduced(summary: pd.DataFrame, chance: float, stand_in: str | No
                        "the chance-to-ceiling range away)"}))
             continue
         matched[acc] = r.level
+        level = int(r.level) if knob == "aug_level" else float(r.level)  # as the run configs hold it
         claim = replace(claim, quantity=f"{claim.quantity}: our level {r.level:g}, {r.top1_mean:.1f}% accuracy, "
-                                        f"{float(ours_rel[i]):.2f} of the way")
+                                        f"{float(ours_rel[i]):.2f} of the way",
+                        cells=tuple(verdicts.cell(**{knob: level, "margin_mode": mode}) for mode in common.ARMS))
         tested.append(verdicts.evaluate(claim, *seed_arms_at_level(runs, r.level),
                                         regime_value=level_car(runs, r.level)))
     hard, easy = matched.get(PUBLISHED_POINTS[2][0]), matched.get(PUBLISHED_POINTS[0][0])
@@ -268,7 +274,7 @@ def paper_vs_reproduced(summary: pd.DataFrame, chance: float, stand_in: str | No
     else:
         tested.insert(0, replace(verdicts.evaluate(DIFFICULTY), notes={
             "why": "no two distinct levels match 25% and 97% accuracy"}))
-    rows = verdicts.decide(tested)
+    rows = verdicts.decide(tested, looks)
     if len(measured) >= 3:
         rho, p = spearman_exact(measured.top1_mean, measured.vr)
         rows.append(verdicts.check(
