@@ -52,8 +52,9 @@ from lib.core.params import ParameterError
 from lib.core.settings import literal
 from lib.core.verdicts import COLOURS, css_class
 from lib.render import stamp
+from lib.run.files import atomic_write_text
 from lib.run.plans import load_plans
-from lib.run.results import VARIANTS_DIR, ResultsStore, atomic_write_text
+from lib.run.results import VARIANTS_DIR, ResultsStore
 from lib.studies import STUDIES, find_study
 from lib.studies.coverage import coverage, experiment
 from lib.studies.variants import VARIANT_NOTE

@@ -9,7 +9,7 @@ match, check out the record's ``environment.git_commit`` first (a record with ``
 made from uncommitted code). Given a record, it first prints (on stderr) the machine the record was
 made on beside this one, and the agreement to expect: bit for bit only where the numerics agree (CPU
 model and capability, kernel variables, BLAS, oneDNN, torch, numpy, threads:
-``lib.run.results.NUMERICS_KEYS``); elsewhere float32 kernels round differently and training carries that
+``lib.run.provenance.NUMERICS_KEYS``); elsewhere float32 kernels round differently and training carries that
 further (docs/notes/portability.md). ``--data-root`` is a property of the machine, not of the run.
 ``--check`` trains nothing: it builds the run's typed config (``lib.core.config.build``) and loads the data
 it names, so that it shows in seconds whether the record would re-run here.
@@ -23,8 +23,13 @@ from typing import Callable
 
 from lib.core.config import build, call
 from lib.run import datasets
-from lib.run.provenance import load_train_function, train_function_name
-from lib.run.results import NUMERICS_KEYS, environment, numerics_differences
+from lib.run.provenance import (
+    NUMERICS_KEYS,
+    environment,
+    load_train_function,
+    numerics_differences,
+    train_function_name,
+)
 
 
 def dry_run(train_fn: Callable, config: dict, data_root: str | None = None) -> str:
@@ -36,7 +41,7 @@ def dry_run(train_fn: Callable, config: dict, data_root: str | None = None) -> s
 
 
 def expected_agreement(recorded: dict, here: dict) -> str:
-    """The record's machine beside this one (``recorded`` and ``here``: ``lib.run.results.environment()``
+    """The record's machine beside this one (``recorded`` and ``here``: ``lib.run.provenance.environment()``
     dicts), one key a line, and a last line saying what agreement a re-run here can be expected to show."""
     width = max(map(len, NUMERICS_KEYS))
     lines = [f"{'':{width}}  {'recorded':<28}  here"]

@@ -146,7 +146,7 @@ MUTATIONS = (
              (('if config_json(rec["config"]) != config_json(config):  # hash collision guard', "if False:"),),
              ("tests/test_results.py",)),
     # 7. weak assertions made strict
-    Mutation("device_mislabelled", "environment() records a CPU run's device as 'gpu'", "lib/run/results.py",
+    Mutation("device_mislabelled", "environment() records a CPU run's device as 'gpu'", "lib/run/provenance.py",
              (('device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"',
                'device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "gpu"'),),
              ("tests/test_results.py",)),

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lib.run.results import numerics_differences
+from lib.run.provenance import numerics_differences
 from tests.golden import (
     ACCURACY_ATOL,
     GOLDEN,

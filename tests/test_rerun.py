@@ -53,7 +53,7 @@ def test_a_record_shows_its_machine_beside_this_one_and_the_agreement_to_expect(
     """Planted environments: the same numerics and commit -> bit for bit; another commit -> bit for bit
     there; another CPU capability -> not bit for bit, the row marked; a record without the hardware keys
     -> not known, naming them."""
-    from lib.run.results import NUMERICS_KEYS
+    from lib.run.provenance import NUMERICS_KEYS
 
     here = {key: f"{key}-here" for key in NUMERICS_KEYS} | {"git_commit": "a" * 40, "git_dirty": False}
     assert rerun.expected_agreement(dict(here), here).endswith("expect: bit for bit (the same numerics and the "

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from lib.core import config as config_module
 from lib.core.config import Config
 from lib.core.params import ParameterError
+from lib.run import provenance as P
 from lib.run import results as R
 from lib.run.results import (
     FINISHED_STATUSES,
@@ -364,7 +365,7 @@ def test_table_of_empty_store_has_fixed_columns(store):
 # --------------------------------------------------------------------------- environment
 
 def test_environment_fields():
-    env = R.environment()
+    env = P.environment()
     assert set(env) == {"git_commit", "git_dirty", "python", "torch", "torchvision", "numpy",
                         "platform", "hostname", "device", "torch_threads",
                         "cpu_model", "cpu_flags", "cpu_capability", "cpu_count", "blas", "onednn", "kernel_env", "cuda"}
@@ -378,7 +379,7 @@ def test_environment_names_the_hardware_and_the_kernels_torch_runs():
     import os
 
     import torch
-    env = R.environment()
+    env = P.environment()
     assert env["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     assert env["cpu_count"] == os.cpu_count() and isinstance(env["cpu_model"], str) and env["cpu_model"]
     assert env["cuda"] == (torch.version.cuda if torch.cuda.is_available() else None)
@@ -386,7 +387,7 @@ def test_environment_names_the_hardware_and_the_kernels_torch_runs():
     assert (env["onednn"] is None) == ("MKL-DNN v" not in config and "oneDNN v" not in config)
     if env["onednn"] is not None:
         assert f"v{env['onednn']}" in config
-    assert env["kernel_env"] == {k: os.environ[k] for k in R.KERNEL_ENV_VARS if k in os.environ}
+    assert env["kernel_env"] == {k: os.environ[k] for k in P.KERNEL_ENV_VARS if k in os.environ}
 
 
 def test_a_kernel_variable_or_a_lower_capability_shows_in_a_fresh_process():
@@ -394,29 +395,29 @@ def test_a_kernel_variable_or_a_lower_capability_shows_in_a_fresh_process():
     environment of a process started under them (both are read when the process starts)."""
     import subprocess
     import sys
-    code = "import json; from lib.run.results import hardware; print(json.dumps(hardware()))"
+    code = "import json; from lib.run.provenance import hardware; print(json.dumps(hardware()))"
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True,
                          env=dict(__import__("os").environ, ATEN_CPU_CAPABILITY="default", MKL_CBWR="COMPATIBLE"))
     there = json.loads(run.stdout)
     assert there["cpu_capability"] == "DEFAULT" and there["kernel_env"].get("MKL_CBWR") == "COMPATIBLE"
-    here = R.hardware()  # this process: its own capability, and MKL_CBWR as it found it
+    here = P.hardware()  # this process: its own capability, and MKL_CBWR as it found it
     assert ("MKL_CBWR" in here["kernel_env"]) or any(line.startswith("kernel_env:")
-                                                       for line in R.numerics_differences(there, here))
+                                                       for line in P.numerics_differences(there, here))
 
 
 def test_numerics_differences_name_each_differing_key_and_nothing_else():
     here = {"cpu_capability": "AVX2", "torch": "2.14.1", "numpy": "2.4.6", "torch_threads": 2}
-    assert R.numerics_differences(dict(here), here, keys=here) == []
+    assert P.numerics_differences(dict(here), here, keys=here) == []
     there = dict(here, cpu_capability="AVX512", torch_threads=1)
-    assert R.numerics_differences(there, here, keys=here) == ["cpu_capability: AVX512 (recorded) vs AVX2 (here)",
+    assert P.numerics_differences(there, here, keys=here) == ["cpu_capability: AVX512 (recorded) vs AVX2 (here)",
                                                             "torch_threads: 1 (recorded) vs 2 (here)"]
-    assert R.numerics_differences({"torch": "2.14.1"}, here, keys=["numpy"]) == [
+    assert P.numerics_differences({"torch": "2.14.1"}, here, keys=["numpy"]) == [
         "numpy: not recorded (recorded) vs 2.4.6 (here)"]
 
 
 def test_environment_without_git(monkeypatch):
-    monkeypatch.setattr(R, "_git", lambda args, cwd: None)
-    env = R.environment()
+    monkeypatch.setattr(P, "_git", lambda args, cwd: None)
+    env = P.environment()
     assert env["git_commit"] == "unknown" and env["git_dirty"] is False
 
 
@@ -436,7 +437,7 @@ def test_git_dirty_speaks_of_the_code_not_of_results_in_any_store(tmp_path, monk
     subprocess.run([*git, "init", "-q"], check=True)
     subprocess.run([*git, "add", "-A"], check=True)
     subprocess.run([*git, "commit", "-qm", "code"], check=True)
-    monkeypatch.setattr(R, "_LIB_DIR", repo / "lib")
+    monkeypatch.setattr(P, "_LIB_DIR", repo / "lib")
     results = repo / "results"
     assert R.results_folder(R.variant_root(results, "seeds-3")) == results
     assert R.results_folder(results) == results
@@ -562,13 +563,13 @@ def test_the_numerics_key_names_the_cpu_flags_that_mkl_and_onednn_dispatch_by(tm
     record whose flags differ, or that lacks them, is never compared bit for bit."""
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text("model name\t: AMD EPYC\nflags\t\t: fpu sse2 avx avx2 fma avx512f avx512bw\n")
-    real_path = R.Path
-    monkeypatch.setattr(R, "Path", lambda p: cpuinfo if str(p) == "/proc/cpuinfo" else real_path(p))
-    assert R._cpu_flags() == "avx avx2 fma avx512f avx512bw"
-    assert "cpu_flags" in R.NUMERICS_KEYS and "cpu_flags" in R.hardware()
+    real_path = P.Path
+    monkeypatch.setattr(P, "Path", lambda p: cpuinfo if str(p) == "/proc/cpuinfo" else real_path(p))
+    assert P._cpu_flags() == "avx avx2 fma avx512f avx512bw"
+    assert "cpu_flags" in P.NUMERICS_KEYS and "cpu_flags" in P.hardware()
     here = {"cpu_model": "AMD EPYC", "cpu_capability": "AVX2", "cpu_flags": "avx avx2 fma avx512f avx512bw"}
     avx2_only = dict(here, cpu_flags="avx avx2 fma")
-    assert R.numerics_differences(avx2_only, here, keys=here) == [
+    assert P.numerics_differences(avx2_only, here, keys=here) == [
         "cpu_flags: avx avx2 fma (recorded) vs avx avx2 fma avx512f avx512bw (here)"]
     older = {k: v for k, v in here.items() if k != "cpu_flags"}
-    assert R.numerics_differences(older, here, keys=here)[0].startswith("cpu_flags: not recorded")
+    assert P.numerics_differences(older, here, keys=here)[0].startswith("cpu_flags: not recorded")

@@ -149,7 +149,7 @@ def test_a_live_writers_temp_file_is_kept(tmp_path):
     another host's, may be mid-write."""
     import socket
 
-    from lib.run.results import remove_stale_temp_files
+    from lib.run.files import remove_stale_temp_files
 
     host = socket.gethostname()
     dead = subprocess.Popen([sys.executable, "-c", "pass"])

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from lib.core.data import get_dataset
 from lib.core.dataset_facts import DatasetFacts, facts_of, specs
-from lib.run.results import ResultsStore, atomic_write_text
+from lib.run.files import atomic_write_text
+from lib.run.results import ResultsStore
 
 
 def load_datasets(configs: list, data_root: str | None, *, download: bool = False) -> dict[str, str]:

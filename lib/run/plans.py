@@ -24,12 +24,12 @@ from typing import Callable
 import pandas as pd
 
 from lib.core.sequential import Boundaries, Look
+from lib.run.files import atomic_write_text
+from lib.run.provenance import environment
 from lib.run.results import (
     FINISHED_STATUSES,
     ResultsStore,
-    atomic_write_text,
     config_hash,
-    environment,
     results_folder,
     utc_now,
 )

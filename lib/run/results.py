@@ -1,7 +1,6 @@
-"""Results store: one JSON record per training run, written atomically, plus one CSV table
-per (study, profile). It runs past 400 lines because the record schema, the run id's hashing, the record's
-provenance and the atomic writes are one contract; ``docs/results-store.md`` documents it in full (hashing
-rules, record schema, table columns, errors).
+"""Results store: one JSON record per training run plus one CSV table per (study, profile); ``docs/results-store.md``
+documents the hashing rules, record schema, table columns and errors. A record's provenance (commit, machine,
+kernels) comes from ``lib.run.provenance``; every file is written whole or not at all (``lib.run.files``).
 
     <root>/runs/<study>/<profile>/<run_id>.json     one record per run
     <root>/tables/<study>_<profile>.csv             the collected table (``write_table``)
@@ -17,23 +16,18 @@ counts as absent; a failed write raises ``ResultsStoreError`` and leaves the tar
 from __future__ import annotations
 
 import datetime as _dt
-import errno
-import functools
 import hashlib
 import json
 import math
 import os
-import platform as _platform
 import re
-import secrets
-import socket
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from lib.core.config import as_dict
+from lib.run.files import ResultsStoreError, atomic_write_text, remove_stale_temp_files
+from lib.run.provenance import environment
 
 SCHEMA_VERSION = 2
 LEGACY_SCHEMAS = (1,)  # upgraded by ResultsStore.migrate
@@ -53,15 +47,6 @@ _NONFINITE_TO_STR = {math.inf: "inf", -math.inf: "-inf"}
 _STR_TO_NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 _LIB_DIR = Path(__file__).resolve().parent
 VARIANTS_DIR = "variants"  # <results>/variants/<variant>/: a user's experiments, apart from the shipped results
-
-
-class ResultsStoreError(RuntimeError):
-    """A results file could not be written (or read); the message names the path and cause."""
-
-    def __init__(self, path: os.PathLike | str, cause: BaseException | str):
-        self.path = Path(path)
-        self.cause = cause
-        super().__init__(f"results store: cannot write {self.path}: {cause}")
 
 
 class ResultsStoreWarning(UserWarning):
@@ -146,247 +131,6 @@ def config_hash(config: Any) -> str:
 def utc_now() -> str:
     """Current time, ISO-8601 UTC with milliseconds, e.g. 2025-01-31T12:00:00.123+00:00."""
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
-
-
-# --------------------------------------------------------------------------- environment
-
-def _git(args: list[str], cwd: Path) -> str | None:
-    try:
-        p = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return p.stdout if p.returncode == 0 else None
-
-
-def _git_state(exclude: Iterable[os.PathLike | str] = ()) -> tuple[str, bool]:
-    top = _git(["rev-parse", "--show-toplevel"], _LIB_DIR)
-    if top is None:
-        return "unknown", False
-    top_path = Path(top.strip())
-    head = _git(["rev-parse", "HEAD"], top_path)
-    commit = head.strip() if head else "unknown"  # "unknown" also before the first commit
-    spec = ["."]
-    for p in exclude:
-        try:
-            rel = Path(p).resolve().relative_to(top_path.resolve())
-        except ValueError:
-            continue  # outside the repository: cannot make it dirty anyway
-        if str(rel) != ".":
-            spec.append(f":(exclude){rel.as_posix()}")
-    status = _git(["status", "--porcelain", "--", *spec], top_path)
-    return commit, bool(status and status.strip())
-
-
-def _version(dist: str) -> str | None:
-    try:
-        from importlib.metadata import version
-        return version(dist)
-    except Exception:
-        return None
-
-
-def _cpuinfo(field: str) -> str | None:
-    """The value of /proc/cpuinfo's first line that starts with ``field``; None where there is none (not Linux)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
-            if line.startswith(field):
-                return line.partition(":")[2].strip()
-    except OSError:
-        pass
-    return None
-
-
-def _cpu_model() -> str:
-    """The CPU's model name: /proc/cpuinfo's first ``model name`` on Linux, else what ``platform`` says."""
-    return _cpuinfo("model name") or _platform.processor() or _platform.machine() or "unknown"
-
-
-# The CPU's instruction-set extensions that MKL and oneDNN choose their kernels by, whatever torch's own capability
-# says: a virtual machine may shorten the model name, and ATEN_CPU_CAPABILITY=avx2 on an AVX-512 CPU still leaves
-# MKL and oneDNN their AVX-512 paths.
-ISA_FLAGS = ("avx", "avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512bw", "avx512vl", "avx512_vnni",
-             "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8")
-
-
-def _cpu_flags() -> str | None:
-    """The :data:`ISA_FLAGS` this CPU has (its /proc/cpuinfo ``flags``), space-separated; None where unknown."""
-    flags = _cpuinfo("flags")
-    return None if flags is None else " ".join(flag for flag in ISA_FLAGS if flag in set(flags.split()))
-
-
-# Environment variables that steer which kernels the BLAS and oneDNN inside torch dispatch to (torch's own
-# kernels follow ATEN_CPU_CAPABILITY, which shows in cpu_capability).
-KERNEL_ENV_VARS = ("MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR", "MKL_DEBUG_CPU_TYPE", "DNNL_MAX_CPU_ISA",
-                   "ONEDNN_MAX_CPU_ISA", "DNNL_DEFAULT_FPMATH_MODE", "ONEDNN_DEFAULT_FPMATH_MODE")
-
-
-@functools.lru_cache(maxsize=1)  # fixed for the life of a process (ATEN_CPU_CAPABILITY is read at start)
-def hardware() -> dict:
-    """What made a run's numbers, below the code: the machine and the kernels torch dispatches to.
-
-    cpu_model (e.g. "AMD EPYC"); cpu_flags: the instruction-set extensions MKL and oneDNN dispatch by
-    (:data:`ISA_FLAGS` present); cpu_capability: the instruction set of torch's own CPU kernels
-    ("DEFAULT", "AVX2", "AVX512", ...; the environment variable ``ATEN_CPU_CAPABILITY`` can lower it);
-    cpu_count; blas and onednn: the BLAS library and oneDNN version torch was built with (read from
-    ``torch.__config__.show()``; None where not stated); kernel_env: those of :data:`KERNEL_ENV_VARS`
-    that are set; cuda: the CUDA version torch was built with where a GPU is present, else None.
-    float32 kernels for different instruction sets sum in different orders, so runs of one config agree
-    bit for bit only where these agree (:func:`numerics_differences`).
-    """
-    kernel_env = {name: os.environ[name] for name in KERNEL_ENV_VARS if name in os.environ}
-    try:
-        import torch
-    except ImportError:
-        return {"cpu_model": _cpu_model(), "cpu_flags": _cpu_flags(), "cpu_capability": None,
-                "cpu_count": os.cpu_count(),
-                "blas": None, "onednn": None, "kernel_env": kernel_env, "cuda": None}
-    config = torch.__config__.show()
-    blas = re.search(r"BLAS_INFO=(\w+)", config)
-    mkl = re.search(r"Math Kernel Library Version ([\w.]+)", config)
-    onednn = re.search(r"(?:MKL-DNN|oneDNN) v([\w.]+)", config)
-    return {
-        "cpu_model": _cpu_model(),
-        "cpu_flags": _cpu_flags(),
-        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        "cpu_count": os.cpu_count(),
-        "blas": " ".join(filter(None, [blas and blas.group(1), mkl and mkl.group(1)])) or None,
-        "onednn": onednn.group(1) if onednn else None,
-        "kernel_env": kernel_env,
-        "cuda": torch.version.cuda if torch.cuda.is_available() else None,
-    }
-
-
-# The environment keys that decide whether two runs of one config can give bit-identical numbers.
-NUMERICS_KEYS = ("device", "cuda", "cpu_model", "cpu_flags", "cpu_capability", "kernel_env", "blas", "onednn", "torch",
-                 "numpy", "torch_threads")
-
-
-def numerics_differences(recorded: dict, here: dict, keys: Iterable[str] = NUMERICS_KEYS) -> list[str]:
-    """How two environments differ in what changes float results in the last bits, one line per key
-    (``"cpu_capability: AVX512 (recorded) vs AVX2 (here)"``); empty where bit-identity can be expected.
-    A key a record lacks (written before it was kept) counts as a difference: nothing says it agrees."""
-    def shown(value):
-        return "not recorded" if value is None else value
-    return [f"{key}: {shown(recorded.get(key))} (recorded) vs {shown(here.get(key))} (here)"
-            for key in keys if recorded.get(key) != here.get(key)]
-
-
-def environment(exclude: Iterable[os.PathLike | str] = ()) -> dict:
-    """Where the run happened.
-
-    git_commit: HEAD of the repository containing ``lib/`` ("unknown" without git or before the
-    first commit); git_dirty: tracked changes or untracked non-ignored files (False without
-    git), ignoring the paths in ``exclude`` (a store passes its results folder, :func:`results_folder`,
-    so that results do not mark the tree dirty); python, torch, torchvision, numpy versions (None if missing);
-    platform; hostname; device ("cpu" or the CUDA device name); torch_threads; and
-    :func:`hardware`'s keys (CPU model and capability, BLAS, oneDNN, kernel variables, CUDA).
-    """
-    commit, dirty = _git_state(exclude)
-    try:
-        import torch
-        torch_version = torch.__version__
-        device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
-        threads = torch.get_num_threads()
-    except ImportError:
-        torch_version, device, threads = None, "cpu", None
-    try:
-        import numpy
-        numpy_version = numpy.__version__
-    except ImportError:
-        numpy_version = None
-    return {
-        "git_commit": commit,
-        "git_dirty": dirty,
-        "python": sys.version.split()[0],
-        "torch": torch_version,
-        "torchvision": _version("torchvision"),
-        "numpy": numpy_version,
-        "platform": _platform.platform(),
-        "hostname": socket.gethostname(),
-        "device": device,
-        "torch_threads": threads,
-        **hardware(),
-    }
-
-
-# --------------------------------------------------------------------------- atomic write
-
-_HOST = socket.gethostname().replace("/", "_")  # in temp file names
-
-
-def atomic_write_text(path: os.PathLike | str, text: str) -> None:
-    """Write ``text`` (UTF-8, "\\n" line ends) to ``path`` atomically.
-
-    Writes a temp file ``.<name>.<host>.<pid>.<random>.tmp`` in the same folder (host and pid tell
-    :func:`remove_stale_temp_files` whether its writer still lives), flushes and fsyncs it, then
-    ``os.replace``s it over ``path``. Parent folders are created. Any failure removes the temp
-    file and leaves ``path`` as it was; an ``OSError`` (read-only folder, disk full, ...) is
-    re-raised as ``ResultsStoreError`` naming ``path`` and the cause.
-    """
-    path = Path(path)
-    parent = path.parent
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise ResultsStoreError(path, e) from e
-    tmp: Path | None = None
-    try:
-        for _ in range(100):
-            cand = parent / f".{path.name}.{_HOST}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
-            try:
-                fd = os.open(cand, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-            except FileExistsError:
-                continue
-            tmp = cand
-            break
-        else:  # pragma: no cover - 100 random collisions
-            raise OSError(errno.EEXIST, "could not create a unique temp file", str(parent))
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        tmp = None
-    except BaseException as e:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-        if isinstance(e, OSError):
-            raise ResultsStoreError(path, e) from e
-        raise
-    try:  # make the rename durable; best effort
-        dfd = os.open(parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:
-        pass
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)  # signal 0: no signal, only the check that the process exists
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
-    return True
-
-
-def remove_stale_temp_files(folder: os.PathLike | str) -> list[Path]:
-    """Delete the temp files in ``folder`` that :func:`atomic_write_text` left when its process was
-    killed mid-write: those written on this host by a process that no longer exists. Returns them."""
-    pattern = re.compile(rf"^\..+\.{re.escape(_HOST)}\.(\d+)\.[0-9a-f]{{12}}\.tmp$")
-    removed = []
-    for p in sorted(Path(folder).glob(".*.tmp")):
-        m = pattern.match(p.name)
-        if m and int(m[1]) != os.getpid() and not _alive(int(m[1])):
-            p.unlink(missing_ok=True)
-            removed.append(p)
-    return removed
 
 
 # --------------------------------------------------------------------------- the store

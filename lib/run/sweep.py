@@ -100,11 +100,11 @@ def record_run(store: ResultsStore, train_fn: Callable, config, outcome: tuple, 
     (e.g. the id of the extension plan it belongs to, ``{"plan": ...}``) and, for a run of a batched cell,
     ``extra.batched`` (the cell's size, and why it fell back if it did)."""
     status, metrics, timings, error = outcome
+    config = as_dict(config)
     provenance = {**(extra or {}), "train": train_function_name(train_fn),
                   "rerun": rerun_command(train_fn, config, data_root)}
     if batched is not None:
         provenance["batched"] = batched
-    config = as_dict(config)
     # a simulation's config names no dataset: it generates its data
     return store.write(config, seed=config["seed"], dataset=config.get("dataset", "generated"), status=status,
                        metrics=metrics, timings=timings, error=error, extra=provenance)

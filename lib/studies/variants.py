@@ -20,7 +20,8 @@ from pathlib import Path
 from lib.core import dataset_facts, params
 from lib.core.settings import check_variant
 from lib.run import datasets
-from lib.run.results import ResultsStore, atomic_write_text, config_json, variant_root
+from lib.run.files import atomic_write_text
+from lib.run.results import ResultsStore, config_json, variant_root
 from lib.studies.study import Study
 
 # The repository root (lib/__init__.py's PROJECT_ROOT, which a module of this floor does not import): relative

@@ -2,7 +2,7 @@
 
 ``metrics_before_issue15.json`` holds each run's config, training function and metrics, recorded at
 the commit it names (before the issue-15 redesign) with one torch thread, and ``exact_on``: the
-numerics (``lib.run.results.numerics_differences``'s keys) under which today's code gives those metrics
+numerics (``lib.run.provenance.numerics_differences``'s keys) under which today's code gives those metrics
 bit for bit. Where the numerics differ, float32 kernels sum in another order and each number is
 compared within a tolerance instead (:func:`out_of_tolerance`), from ``drift.json``, which
 ``python -m tests.golden`` measures on the ``exact_on`` machine:
@@ -45,7 +45,8 @@ from pathlib import Path
 import torch
 
 from lib.core.config import build, call
-from lib.run.results import _normalize, environment, hardware
+from lib.run.provenance import environment, hardware
+from lib.run.results import _normalize
 
 HERE = Path(__file__).parent
 GOLDEN = json.loads((HERE / "metrics_before_issue15.json").read_text())
