@@ -199,6 +199,7 @@ def test_no_help_copies_a_run_configs_default_by_hand():
     import dataclasses
     import re
 
+    from lib.core.settings import help_value
     from lib.studies import STUDIES
 
     for study in STUDIES.values():
@@ -209,8 +210,29 @@ def test_no_help_copies_a_run_configs_default_by_hand():
             if named is None:
                 continue
             assert config is not None and name in {f.name for f in dataclasses.fields(config)}, (study.name, name)
-            default = config.__dataclass_fields__[name].default
-            assert named[1] == (f"{default:g}" if isinstance(default, float) else str(default)), (study.name, name)
+            assert named[1] == help_value(config.__dataclass_fields__[name].default), (study.name, name)
+
+
+def test_no_help_copies_what_a_none_becomes_by_hand():
+    """Issue 40: a help text that says what a None parameter becomes ("(None: 0.3)") says the value the settings
+    resolve to at every profile: it is read from the constant the fill reads (study 4's per-method learning rates,
+    cut divisors and GradScale power), so the cell cannot drift from the runs."""
+    import re
+
+    from lib.core.settings import help_value
+    from lib.studies import STUDIES
+
+    said = 0
+    for study in STUDIES.values():
+        settings_class = study.module.Settings
+        for profile in settings_class.profiles:
+            resolved = settings_class.resolve({"profile": profile})
+            for name, declared in settings_class.declared.items():
+                named = re.search(r"\(None: ([^\s)]+)\)", declared.help)
+                if named is not None:
+                    assert help_value(resolved[name]) == named[1], (study.name, profile, name, declared.help)
+                    said += 1
+    assert said >= 5 * 4  # study 4's two learning rates, two divisors and GradScale power, at its four profiles
 
 
 def test_no_help_copies_the_paper_profiles_value_by_hand():
@@ -220,7 +242,7 @@ def test_no_help_copies_the_paper_profiles_value_by_hand():
     import re
     from typing import Optional
 
-    from lib.core.settings import _help_value, setting
+    from lib.core.settings import help_value, setting
     from lib.studies import STUDIES
     from lib.studies.common import CFFSettings
 
@@ -234,14 +256,21 @@ def test_no_help_copies_the_paper_profiles_value_by_hand():
             if named is None:
                 continue
             assert name in paper, (study.name, name)
-            assert (named[1] or named[2]) == _help_value(paper[name]), (study.name, name, declared.help)
+            assert (named[1] or named[2]) == help_value(paper[name]), (study.name, name, declared.help)
             said += 1
-    assert said >= 20  # the CFF encoder's sizes in three studies, study 4's nine, study 5's two, study 1's seeds
+        for name, declared in settings_class.declared.items():  # the original code's values, run by the paper profile
+            named = re.search(r"(?:authors:|FLAT's code:|\[code:|CFF default) ([0-9][0-9.e-]*)", declared.help)
+            if named is not None:
+                assert named[1] == help_value(paper[name]), (study.name, name, declared.help)
+                said += 1
+    assert said >= 30  # the CFF encoder's sizes and epochs in three studies, study 4's eleven, study 5's four, ...
 
     class Scratch(CFFSettings):  # a family's help filled from another paper profile
-        profiles = {"paper": {"layers": 12, "embed_dim": 256, "heads": 8, "patch": 2, "batch_size": 1024}}
+        profiles = {"paper": {"layers": 12, "embed_dim": 256, "heads": 8, "patch": 2, "batch_size": 1024, "epochs": 300,
+                              "probe_epochs": 40}}
     assert Scratch.declared["layers"].help == "encoder layers (paper: 12)"
     assert Scratch.declared["batch_size"].help.endswith("(paper: 1024)")
+    assert Scratch.declared["probe_epochs"].help == "linear-probe epochs [code: 40]"
 
     with pytest.raises(TypeError, match=r"seeds: its help names \{paper\}, but the paper profile does not set it"):
         class Unset(CFFSettings):

@@ -3,7 +3,7 @@
     class Settings(StudySettings):
         profiles = PROFILES   # profile name -> the values it sets
         config = SSLConfig    # the run config its runs take
-        epochs: Optional[int] = setting(None, "training epochs at every batch size (FLAT's code: 100)")
+        epochs: Optional[int] = setting(None, "training epochs at every batch size (FLAT's code: {paper})")
         seeds: Optional[int] = setting(None, "seeds per batch size and loss", check=seed_count())
 
 Each line says a parameter's name, its type (the annotation, kept as written), its default, its one-line
@@ -83,7 +83,7 @@ def _help_with_default(cls: type, name: str, text: str) -> str:
     config = getattr(cls, "config", None)
     if config is None or name not in config.__dataclass_fields__:
         raise TypeError(f"{cls.__name__}.{name}: its help names {{default}}, but it is no field of a run config")
-    return text.replace("{default}", _help_value(_config_default(config, name)))
+    return text.replace("{default}", help_value(_config_default(config, name)))
 
 
 def _help_with_paper(cls: type, name: str, text: str) -> str:
@@ -94,16 +94,18 @@ def _help_with_paper(cls: type, name: str, text: str) -> str:
         return text
     if name not in cls.profiles.get("paper", {}):
         raise TypeError(f"{cls.__name__}.{name}: its help names {{paper}}, but the paper profile does not set it")
-    return text.replace("{paper}", _help_value(cls.profiles["paper"][name]))
+    return text.replace("{paper}", help_value(cls.profiles["paper"][name]))
 
 
-def _help_value(value: Any) -> str:
+def help_value(value: Any) -> str:
     """A value as a help text says it: numbers in their shortest form, a list's items joined by commas (a list of more
     than four as its first two, "...", its last, so that the line stays short)."""
     if isinstance(value, (list, tuple)):
         shown = [*value[:2], "...", value[-1]] if len(value) > 4 else value
-        return ", ".join(v if v == "..." else _help_value(v) for v in shown)
-    return f"{value:g}" if isinstance(value, float) else str(value)
+        return ", ".join(v if v == "..." else help_value(v) for v in shown)
+    if not isinstance(value, float):
+        return str(value)
+    return re.sub(r"e([+-])0*(\d)", lambda m: "e" + m[1].replace("+", "") + m[2], f"{value:g}")  # 1e-06 -> 1e-6
 
 
 def _config_default(config: type, name: str) -> Any:

@@ -54,10 +54,10 @@ class CFFSettings(settings.ParallelRuns):
     embed_dim: Optional[int] = setting(None, "embedding dimension E (paper: {paper})")
     heads: Optional[int] = setting(None, "attention heads (paper: {paper})")
     patch: Optional[int] = setting(None, "patch size (paper: {paper})")
-    epochs: Optional[int] = setting(None, "contrastive epochs (CFF default 600; MARGIN's count unknown)")
+    epochs: Optional[int] = setting(None, "contrastive epochs (CFF default {paper}; MARGIN's count unknown)")
     batch_size: Optional[int] = setting(None, "images per batch, two views each (paper: {paper})")
     train_subset: Optional[int] = setting(None, "use this many training images (0: all)")
-    probe_epochs: Optional[int] = setting(None, "linear-probe epochs [code: 50]")
+    probe_epochs: Optional[int] = setting(None, "linear-probe epochs [code: {paper}]")
     init: Optional[str] = setting(None, "cff: CFF's initialisation [code] | trunc_normal: position std 0.02 [ours]")
     normalization: Optional[str] = setting(None, "fixed: the dataset's constants, CFF's for CIFAR [code] | subset: its "
                                                  "own")

@@ -30,7 +30,7 @@ from scipy import stats as st
 
 from lib.core import params, settings, verdicts
 from lib.core.augment import JITTER_MODES
-from lib.core.data import DATASETS, data_shape, imbalance_base, num_classes
+from lib.core.data import DATASETS, PUBLISHED_IMBALANCE_BASE, data_shape, imbalance_base, num_classes
 from lib.core.losses import SSL_LOSSES
 from lib.core.settings import setting
 from lib.core.stats import loglog_slope, rank_correlation
@@ -63,6 +63,7 @@ METHOD_SETTINGS = {
     "simclr": dict(loss="decoupled", lr=0.3, weight_decay=1e-6, projector_dim=128, projector_hidden=128),
     "simsiam": dict(loss="simsiam", lr=0.05, weight_decay=5e-4),
 }
+SIMCLR, SIMSIAM = METHOD_SETTINGS["simclr"], METHOD_SETTINGS["simsiam"]  # for the help texts
 # The interventions' settings [code]: the cut-initialisation divisor per method, and GradScale's power.
 CUT = {"simclr": 3.0, "simsiam": 9.0}
 GRAD_SCALE_POWER = 1.0
@@ -287,10 +288,10 @@ class Settings(settings.RunOptions):
     latent_simulation: str = setting("authors", "authors | ours", settings.choice(LATENT_SIMULATIONS),
                                      note="authors: sigma 1 then back to the sphere, inputs x10, in-batch positives, "
                                           "lr 0.01 [code]; ours: before issue 17")
-    latent_samples: Optional[int] = setting(None, "points over all classes (authors: 2000)", _latent_samples)
+    latent_samples: Optional[int] = setting(None, "points over all classes (authors: {paper})", _latent_samples)
     latent_sigma: Optional[float] = setting(None, "within-class noise around the unit-norm centres (None: the "
                                                   "simulation's)", settings.number(0.0), fill=_simulation("sigma"))
-    latent_epochs: Optional[int] = setting(None, "SGD epochs of the MLP, batches of 128 (authors: 100)",
+    latent_epochs: Optional[int] = setting(None, "SGD epochs of the MLP, batches of 128 (authors: {paper})",
                                            settings.integer(1))
     latent_lr: Optional[float] = setting(None, "SGD step (None: the simulation's)",
                                          settings.number(0.0, low_open=True), fill=_simulation("lr"))
@@ -308,29 +309,36 @@ class Settings(settings.RunOptions):
                                                   "cut_init+grad_scale", _interventions)
     imbalanced_interventions: Optional[list] = setting(None, "on the imbalanced subset (the same names; [] for none)",
                                                        _imbalanced_interventions)
-    imbalance_base: Optional[float] = setting(None, "class i keeps floor(n_i base^-i); None: 1.5 (10 classes), "
-                                                    "1.03365 (100) [code]", _imbalance_base)
+    imbalance_base: Optional[float] = setting(None, "class i keeps floor(n_i base^-i); None: "
+                                                    f"{PUBLISHED_IMBALANCE_BASE[10]:g} (10 classes), "
+                                                    f"{PUBLISHED_IMBALANCE_BASE[100]:g} (100) [code]", _imbalance_base)
     simclr_loss: Optional[str] = setting(None, "SimCLR runs' loss: decoupled (None) [code] | infonce | flatnce",
                                          settings.choice(SIMCLR_LOSSES),
                                          note="decoupled: the authors' cross-view form [code]; infonce: SimCLR's "
                                               "NT-Xent", fill=_method_default(METHOD_SETTINGS, "simclr", "loss"))
-    simclr_weight_decays: Optional[list] = setting(None, "values of the weight_decay runs (default 1e-6; paper sweep "
-                                                         "0, 1e-8, 1e-4)", _weight_decays("simclr"))
-    simsiam_weight_decays: Optional[list] = setting(None, "the same for SimSiam (default 5e-4; paper sweep 0, 5e-6, "
-                                                          "5e-2)", _weight_decays("simsiam"))
-    simclr_lr: Optional[float] = setting(None, "SimCLR base learning rate, times batch/256 (None: 0.3) [ours]",
-                                         settings.number(0.0, low_open=True),
+    simclr_weight_decays: Optional[list] = setting(None, "values of the weight_decay runs (default "
+                                                         f"{settings.help_value(SIMCLR['weight_decay'])}; "
+                                                         "paper sweep {paper})",
+                                                   _weight_decays("simclr"))
+    simsiam_weight_decays: Optional[list] = setting(None, "the same for SimSiam (default "
+                                                          f"{settings.help_value(SIMSIAM['weight_decay'])}; "
+                                                          "paper sweep {paper})",
+                                                    _weight_decays("simsiam"))
+    simclr_lr: Optional[float] = setting(None, f"SimCLR base learning rate, times batch/256 (None: {SIMCLR['lr']:g}) "
+                                               "[ours]", settings.number(0.0, low_open=True),
                                          fill=_method_default(METHOD_SETTINGS, "simclr", "lr"))
-    simsiam_lr: Optional[float] = setting(None, "SimSiam base learning rate, times batch/256 (None: 0.05) [ours]",
-                                          settings.number(0.0, low_open=True),
+    simsiam_lr: Optional[float] = setting(None, "SimSiam base learning rate, times batch/256 (None: "
+                                                f"{SIMSIAM['lr']:g}) [ours]", settings.number(0.0, low_open=True),
                                           fill=_method_default(METHOD_SETTINGS, "simsiam", "lr"))
-    cut_simclr: Optional[float] = setting(None, "cut-initialisation divisor for SimCLR, contrastive (None: 3) [code]",
-                                          settings.number(0.0, low_open=True), fill=_method_default(CUT, "simclr"))
-    cut_simsiam: Optional[float] = setting(None, "cut-initialisation divisor for SimSiam, non-contrastive (None: 9) "
-                                                 "[code]", settings.number(0.0, low_open=True),
+    cut_simclr: Optional[float] = setting(None, "cut-initialisation divisor for SimCLR, contrastive (None: "
+                                                f"{CUT['simclr']:g}) [code]", settings.number(0.0, low_open=True),
+                                          fill=_method_default(CUT, "simclr"))
+    cut_simsiam: Optional[float] = setting(None, "cut-initialisation divisor for SimSiam, non-contrastive (None: "
+                                                 f"{CUT['simsiam']:g}) [code]", settings.number(0.0, low_open=True),
                                            fill=_method_default(CUT, "simsiam"))
-    grad_scale_power: Optional[float] = setting(None, "GradScale power p of the grad_scale runs (None: 1) [code]",
-                                                settings.number(-4.0, 4.0), fill=lambda s, c: GRAD_SCALE_POWER)
+    grad_scale_power: Optional[float] = setting(None, "GradScale power p of the grad_scale runs (None: "
+                                                      f"{GRAD_SCALE_POWER:g}) [code]", settings.number(-4.0, 4.0),
+                                                fill=lambda s, c: GRAD_SCALE_POWER)
     grad_scale_recipe: str = setting("authors", "authors | ours", settings.choice(GRAD_SCALE_RECIPES),
                                      note="authors: SimCLR GradScale at lr 0.05 x batch/256 with 100/512 of the "
                                           "epochs as warm-up [code]; ours: the others'")

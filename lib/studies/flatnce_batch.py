@@ -133,8 +133,8 @@ class Settings(settings.ParallelRuns):
                                                 "{paper}", _batch_sizes)
     losses: list = setting(list(LOSSES), "contrastive losses compared [paper]", settings.choices(LOSSES))
     seeds: Optional[int] = setting(None, "seeds per batch size and loss", settings.seed_count())
-    epochs: Optional[int] = setting(None, "training epochs at every batch size (FLAT's code: 100)")
-    warmup_epochs: Optional[float] = setting(None, "linear warm-up epochs, then cosine to 0 (FLAT's code: 10)")
+    epochs: Optional[int] = setting(None, "training epochs at every batch size (FLAT's code: {paper})")
+    warmup_epochs: Optional[float] = setting(None, "linear warm-up epochs, then cosine to 0 (FLAT's code: {paper})")
     width_multiplier: Optional[float] = setting(None, "ResNet-18 channel multiplier: 512 * width_multiplier features "
                                                       "(paper: {paper})")
     optimizer: Optional[str] = setting(None, "lars | sgd | adam (FLAT's code: lars)")
