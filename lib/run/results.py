@@ -53,9 +53,9 @@ class ResultsStoreWarning(UserWarning):
     """A record file is corrupt or inconsistent and is treated as absent."""
 
 
-# --------------------------------------------------------------------------- JSON helpers
+# --------------------------------------------------------------------------- plain JSON and the run id
 
-def _normalize(obj: Any, where: str = "$", *, nonfinite: str = "reject") -> Any:
+def plain_json(obj: Any, where: str = "$", *, nonfinite: str = "reject") -> Any:
     """Plain-JSON copy of ``obj``: dicts (str keys), lists, str, int, float, bool, None.
 
     ``nonfinite``: "reject" raises ValueError on nan/inf; "encode" writes them as the strings
@@ -79,15 +79,15 @@ def _normalize(obj: Any, where: str = "$", *, nonfinite: str = "reject") -> Any:
         for k, v in obj.items():
             if not isinstance(k, str):
                 raise TypeError(f"dict key {k!r} at {where} must be a str")
-            out[str(k)] = _normalize(v, f"{where}.{k}", nonfinite=nonfinite)
+            out[str(k)] = plain_json(v, f"{where}.{k}", nonfinite=nonfinite)
         return out
     if isinstance(obj, (list, tuple)):
-        return [_normalize(v, f"{where}[{i}]", nonfinite=nonfinite) for i, v in enumerate(obj)]
+        return [plain_json(v, f"{where}[{i}]", nonfinite=nonfinite) for i, v in enumerate(obj)]
     # numpy / torch scalars and arrays (duck-typed so torch is not imported here)
     if hasattr(obj, "tolist") and callable(obj.tolist):
-        return _normalize(obj.tolist(), where, nonfinite=nonfinite)
+        return plain_json(obj.tolist(), where, nonfinite=nonfinite)
     if hasattr(obj, "item") and callable(obj.item):
-        return _normalize(obj.item(), where, nonfinite=nonfinite)
+        return plain_json(obj.item(), where, nonfinite=nonfinite)
     raise TypeError(f"value of type {type(obj).__name__} at {where} is not JSON-able")
 
 
@@ -109,7 +109,7 @@ def canonical_json(obj: Any) -> str:
 
     ``1`` and ``1.0`` stay different; nan/inf raise ValueError; non-str keys raise TypeError.
     """
-    return json.dumps(_normalize(obj), sort_keys=True, separators=(",", ":"),
+    return json.dumps(plain_json(obj), sort_keys=True, separators=(",", ":"),
                       ensure_ascii=True, allow_nan=False)
 
 
@@ -119,7 +119,7 @@ def _integral_floats_as_ints(obj: Any) -> Any:
 
 def config_json(config: Any) -> str:
     """The text a config is hashed from: ``canonical_json`` of its dict form, integral floats as ints."""
-    return json.dumps(_integral_floats_as_ints(_normalize(as_dict(config))), sort_keys=True,
+    return json.dumps(_integral_floats_as_ints(plain_json(as_dict(config))), sort_keys=True,
                       separators=(",", ":"), ensure_ascii=True, allow_nan=False)
 
 
@@ -296,7 +296,7 @@ class ResultsStore:
         for name, d in (("metrics", metrics), ("timings", timings), ("extra", extra)):
             if d is not None and not isinstance(d, dict):
                 raise TypeError(f"{name} must be a dict, got {type(d).__name__}")
-        cfg = _normalize(config, "config")
+        cfg = plain_json(config, "config")
         run_id = self.run_id(cfg)
         record = {
             "schema_version": SCHEMA_VERSION,
@@ -308,13 +308,13 @@ class ResultsStore:
             "seed": int(seed),
             "dataset": dataset,
             "status": status,
-            "metrics": _normalize(metrics, "metrics", nonfinite="encode"),
+            "metrics": plain_json(metrics, "metrics", nonfinite="encode"),
             "error": error,
             # git_dirty speaks of the code: records, tables and renders anywhere in the results folder
             # (a variant's own, or canonical records not yet committed) leave it clean
             "environment": environment(exclude=[results_folder(self.root)]),
-            "timings": _normalize(timings, "timings", nonfinite="encode"),
-            "extra": _normalize(extra or {}, "extra", nonfinite="encode"),
+            "timings": plain_json(timings, "timings", nonfinite="encode"),
+            "extra": plain_json(extra or {}, "extra", nonfinite="encode"),
             "written_at": utc_now(),
         }
         text = json.dumps(record, sort_keys=True, indent=2, ensure_ascii=True, allow_nan=False)
@@ -383,7 +383,7 @@ class ResultsStore:
                 self._corrupt(path, f"schema_version {record.get('schema_version')!r} cannot be migrated")
                 continue
             config, extra = upgrade(record)
-            config = _normalize(as_dict(config), "config")
+            config = plain_json(as_dict(config), "config")
             run_id = config_hash(config)
             new = {**record, "schema_version": SCHEMA_VERSION, "config": config, "run_id": run_id,
                    "config_hash": run_id, "extra": {**record["extra"], **extra}}

@@ -46,7 +46,7 @@ import torch
 
 from lib.core.config import build, call
 from lib.run.provenance import environment, hardware
-from lib.run.results import _normalize
+from lib.run.results import plain_json
 
 HERE = Path(__file__).parent
 GOLDEN = json.loads((HERE / "metrics_before_issue15.json").read_text())
@@ -93,7 +93,7 @@ def train_golden(name: str, seed_offset: int = 0) -> dict:
             metrics = call(trained_now, build(trained_now, config, legacy=True))
     finally:
         torch.set_num_threads(threads)
-    return recorded_then(_normalize({key: value for key, value in dict(metrics).items() if not key.endswith("_s")},
+    return recorded_then(plain_json({key: value for key, value in dict(metrics).items() if not key.endswith("_s")},
                                     nonfinite="encode"), golden_metrics(name))
 
 
