@@ -101,8 +101,8 @@ imbalanced_interventions: Optional[list] = None  # on the imbalanced subset (the
 imbalance_base: Optional[float] = None  # class i keeps floor(n_i base^-i); None: 1.5 (10 classes), 1.03365 (100) [code]
 # decoupled: the authors' cross-view form [code]; infonce: SimCLR's NT-Xent
 simclr_loss: Optional[str] = None  # SimCLR runs' loss: decoupled (None) [code] | infonce | flatnce
-simclr_weight_decays: Optional[list] = None  # values of the weight_decay runs (default 1e-6; paper sweep 0, 1e-8, 0.0001)
-simsiam_weight_decays: Optional[list] = None  # the same for SimSiam (default 0.0005; paper sweep 0, 5e-6, 0.05)
+simclr_weight_decays: Optional[list] = None  # values of the weight_decay runs (default 1e-6; paper sweep 0, 1e-8, 1e-4)
+simsiam_weight_decays: Optional[list] = None  # the same for SimSiam (default 5e-4; paper sweep 0, 5e-6, 0.05)
 simclr_lr: Optional[float] = None  # SimCLR base learning rate, times batch/256 (None: 0.3) [ours]
 simsiam_lr: Optional[float] = None  # SimSiam base learning rate, times batch/256 (None: 0.05) [ours]
 cut_simclr: Optional[float] = None  # cut-initialisation divisor for SimCLR, contrastive (None: 3) [code]

@@ -105,7 +105,12 @@ def help_value(value: Any) -> str:
         return ", ".join(v if v == "..." else help_value(v) for v in shown)
     if not isinstance(value, float):
         return str(value)
-    return re.sub(r"e([+-])0*(\d)", lambda m: "e" + m[1].replace("+", "") + m[2], f"{value:g}")  # 1e-06 -> 1e-6
+    plain = f"{value:g}"
+    if not math.isfinite(value) or value == 0:
+        return plain
+    mantissa, exponent = f"{value:.12e}".split("e")
+    scientific = f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"  # 1e-4, not 0.0001 or 1e-04
+    return scientific if len(scientific) < len(plain) else plain
 
 
 def _config_default(config: type, name: str) -> Any:
