@@ -8,10 +8,12 @@ import pandas as pd
 import pytest
 import scipy.stats as st
 
-from lib import decide, report
+from lib import PROJECT_ROOT, decide, report
 from lib.core import sequential, verdicts
 from lib.core.sequential import Look
 from lib.run import plans
+from lib.run.plans import load_plans
+from lib.run.results import config_hash
 from lib.studies import find_study
 
 FAMILY = "test family"
@@ -184,14 +186,21 @@ def test_the_readme_says_which_extended_claims_moved_and_against_which_boundary(
 
 
 def test_a_variance_ratio_of_study_3_plans_the_runs_of_its_matched_level():
-    """On the shipped cpu tables: study 3's VR at 97% accuracy (our level 0) is planned at log R of its published
-    0.25, and its look 2 adds exactly the runs of level 0's two arms for the seeds beyond the shipped ones (its
-    cells name the knob's own column, so a run alone says whether it belongs)."""
+    """On the shipped cpu results: study 3's VR at 97% accuracy (our level 0) was planned (plan 1bd68a89149d58b9)
+    at log R of its published 0.25, and its look 2 adds exactly the runs of level 0's two arms for the seeds beyond
+    the shipped ones (its cells name the knob's own column, so a run alone says whether it belongs); once planned,
+    lib.decide proposes it no more."""
+    plans = [plan for plan in load_plans(PROJECT_ROOT / "results", "cpu") if "03_difficulty_sweep" in plan["studies"]]
+    part = next(plan["studies"]["03_difficulty_sweep"] for plan in plans
+                if any(c["quantity"].startswith("VR at 97% accuracy") for c in plan["studies"]["03_difficulty_sweep"]
+                       ["claims"]))
+    [claim] = [c for c in part["claims"] if c["quantity"].startswith("VR at 97% accuracy")]
+    assert claim["effect"] == pytest.approx(math.log(0.25)) and claim["measure"] == "variance_ratio"
+    configs = [run["config"] for run in part["runs"]]
+    assert len(configs) == len(claim["runs"]) == 2 * (claim["n2"] - claim["n1"])
+    assert {(c["aug_level"], c["margin_mode"]) for c in configs} == {(0, "clamp"), (0, "subtract")}
+    assert sorted({c["seed"] for c in configs}) == list(range(claim["n1"], claim["n2"]))
+    assert all(run["run_id"] == config_hash(run["config"]) for run in part["runs"])
+    assert set(claim["runs"]) == {run["run_id"] for run in part["runs"]}
     found = {c.quantity: c for c in decide.candidates("cpu", only=["03"])}
-    level0 = next(c for q, c in found.items() if q.startswith("VR at 97% accuracy"))
-    assert level0.why_not == "" and level0.effect == pytest.approx(math.log(0.25))
-    configs = list(level0.configs.values())
-    n2 = level0.design.n2
-    assert len(configs) == 2 * (n2 - level0.n1)
-    assert {(c.aug_level, c.margin_mode) for c in configs} == {(0, "clamp"), (0, "subtract")}
-    assert sorted({c.seed for c in configs}) == list(range(level0.n1, n2))
+    assert found[claim["quantity"]].why_not.endswith("a claim has two looks, no more")
