@@ -838,9 +838,10 @@ def readme_extension_lines(results_dir: str | Path = "results") -> list[str]:
             after = KINDS.get(verdict_kind(row.verdict), row.verdict)
             lines.append(f"{head} → *{after}* at look 2 ({moved}): {row.ours} on {claim['n2']} seeds per arm, read "
                          f"against look 2's boundary p < {claim['level2']:.2g}.")
-        else:
-            lines.append(f"{head}; look 2 ({claim['n1']} → {claim['n2']} seeds per arm) is running: "
-                         f"{row.get('look', '')}.")
+        else:  # the table's look column says how many of look 2's runs it read: "1 of 2 (look 2: …, 4 of 30 runs; …)"
+            progress = re.search(r"\d+ of \d+ runs", str(row.get("look", "")))
+            lines.append(f"{head}; look 2 ({claim['n1']} → {claim['n2']} seeds per arm) is running"
+                         + (f": {progress[0]} in the rendered table." if progress else "."))
     return lines or ["- No extension plan yet: `python -m lib.decide --profile cpu --budget 8 --dry-run` proposes one."]
 
 

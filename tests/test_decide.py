@@ -182,7 +182,7 @@ def test_the_readme_says_which_extended_claims_moved_and_against_which_boundary(
     assert "*inconclusive (power 15%)* at look 1 → *contradicted* at look 2 (moved)" in lines["done"]
     assert "7 seeds per arm" in lines["done"] and "p < 0.0042" in lines["done"]
     assert "→ *reproduced* at look 2 (stayed)" in lines["same"]
-    assert "is running: 1 of 2 (look 2: 3 → 19 seeds per arm, 4 of 30 runs" in lines["running"]
+    assert "; look 2 (3 → 19 seeds per arm) is running: 4 of 30 runs in the rendered table." in lines["running"]
 
 
 def test_a_variance_ratio_of_study_3_plans_the_runs_of_its_matched_level():
