@@ -15,19 +15,8 @@ Settings with a named alternative (CFF's code first, our earlier choice second):
   or "clean": the final encoder, the probe on fixed features of unaugmented images. Both selection
   steps of "cff" add per-seed noise; the validation loss is recorded under either protocol.
 
-Decisions where the sources are silent [ours]:
-- Each layer has its own AdamW in CFF's code. AdamW acts element-wise (no global clipping), so one
-  AdamW over all parameters takes exactly the same steps. Every layer's input is detached, so its
-  loss's backward pass reaches only its own parameters; it runs right after the layer's forward,
-  which keeps one layer's activations in memory instead of L.
-- 10% of the training split (a per-seed random subset) is held out from both the contrastive
-  training and the probe's training; the probe keeps the epoch with the lowest loss on it.
-- The last, smaller batch of an epoch is kept (every image is seen once per epoch).
-- A non-finite loss stops the run: it is recorded with status "diverged" and NaN accuracy.
-- Validation views are drawn from a generator of their own (seeded from the run's seed), so that
-  scoring the validation loss leaves training's random numbers as they were.
-
-Speed measurements and the alternatives tried are in docs/notes/cff.md.
+The decisions where the sources are silent [ours], the speed measurements and the alternatives tried are in
+docs/notes/cff.md.
 
 The module runs past 400 lines because it is the whole method: the config (one commented line per field), the
 model and optimiser built from it, the step, the epoch loop, the probe and the trainer; the reusable pieces

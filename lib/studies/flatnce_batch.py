@@ -23,16 +23,8 @@ log(2N - 1)), and at the cpu profile its summed step size is 83x below FLAT's, w
 0.075 (:data:`lib.core.optim.BASE_LR`), 8x smaller. Every table and verdict is per arm; the arms are not
 pooled. ``projector_bn=True`` gives SimCLR's head with BatchNorm [ours].
 
-Decisions where the specification (docs/studies.md, "Study 5") is silent [ours]:
-- Every run sees the same number of epochs, as in the paper, so a larger batch takes fewer steps;
-  the run table keeps the step count beside the accuracy. Warm-up is FLAT's 10% of the epochs.
-- The verdict's gradient-scale factor per batch size is 1 - e^(-l) of each run's final-epoch InfoNCE l
-  (``info_nce_final``); the per-anchor mean of 1 - e^(-l_i) (``grad_scale_final``) is kept beside it.
-- Until issue 17 the short profiles ran lr = 0.6 x sqrt(B) (8x SimCLR's rule, 23-90x FLAT's at
-  their batches) with BatchNorm in the projector (docs/notes/ssl.md); the sqrt arm keeps that rate
-  without the BatchNorm.
-- A custom base rate is no parameter: one ``lr`` cannot mean one thing across arms whose bases are
-  in different units (per B / 256, per sqrt(B)); :data:`LR_RULES` holds them.
+The decisions where the specification (docs/studies.md, "Study 5") is silent [ours] are listed in
+docs/notes/ssl.md ("Study 5: decisions of ours").
 
 The module runs past 400 lines because it holds the study's whole analysis: the profiles and their checks, the
 plan, the accuracy tables by batch size, the gradient identity check and the claims that read them together.
