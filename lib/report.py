@@ -53,7 +53,7 @@ from lib.core.settings import literal
 from lib.core.verdicts import COLOURS, css_class
 from lib.render import stamp
 from lib.run.files import atomic_write_text
-from lib.run.plans import load_plans
+from lib.run.plans import load_plans, look_progress
 from lib.run.results import VARIANTS_DIR, ResultsStore
 from lib.studies import STUDIES, find_study
 from lib.studies.coverage import coverage, experiment
@@ -838,10 +838,10 @@ def readme_extension_lines(results_dir: str | Path = "results") -> list[str]:
             after = KINDS.get(verdict_kind(row.verdict), row.verdict)
             lines.append(f"{head} → *{after}* at look 2 ({moved}): {row.ours} on {claim['n2']} seeds per arm, read "
                          f"against look 2's boundary p < {claim['level2']:.2g}.")
-        else:  # the table's look column says how many of look 2's runs it read: "1 of 2 (look 2: …, 4 of 30 runs; …)"
-            progress = re.search(r"\d+ of \d+ runs", str(row.get("look", "")))
-            lines.append(f"{head}; look 2 ({claim['n1']} → {claim['n2']} seeds per arm) is running"
-                         + (f": {progress[0]} in the rendered table." if progress else "."))
+        else:
+            progress = look_progress(str(row.get("look", "")))
+            read = f": {progress[0]} of {progress[1]} runs in the rendered table." if progress else "."
+            lines.append(f"{head}; look 2 ({claim['n1']} → {claim['n2']} seeds per arm) is running{read}")
     return lines or ["- No extension plan yet: `python -m lib.decide --profile cpu --budget 8 --dry-run` proposes one."]
 
 

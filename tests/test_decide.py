@@ -91,6 +91,17 @@ def test_two_looks_reads_look_two_on_its_planned_seeds_once_they_have_all_run():
     assert table.loc[0, "verdict"].startswith("inconclusive")
 
 
+def test_the_look_column_of_a_running_claim_reads_back_as_its_progress():
+    """The README reads how far look 2 got from the rendered table's look column: what ``look_text`` writes,
+    ``look_progress`` must read back, for every count, and nothing from a complete claim's cell."""
+    design = sequential.boundaries(3, 19, 0.05)
+    runs = [f"r{i}" for i in range(30)]
+    for finished in (0, 4, 29):
+        assert plans.look_progress(planned(design, runs, finished).look_text()) == (finished, 30)
+    assert plans.look_progress(planned(design, runs, 30).look_text()) is None
+    assert plans.look_progress("1") is None
+
+
 def test_a_plan_is_recorded_once_under_the_hash_of_its_design(tmp_path):
     design = {"budget_hours": 1.0, "order": ["x"], "studies": {"x": {"claims": [], "runs": []}}}
     first = plans.write_plan(tmp_path, "cpu", design)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -77,10 +78,22 @@ class PlannedClaim:
         return self.finished == len(self.runs)
 
     def look_text(self) -> str:
+        """The verdict table's ``look`` column for this claim; :func:`look_progress` reads it back."""
         if self.complete:
             return f"2 of 2 (plan {self.plan_id})"
         return (f"1 of 2 (look 2: {self.design.n1} → {self.design.n2} seeds per arm, {self.finished} of "
                 f"{len(self.runs)} runs; plan {self.plan_id})")
+
+
+_PROGRESS = re.compile(r"look 2: \d+ → \d+ seeds per arm, (\d+) of (\d+) runs;")
+
+
+def look_progress(look: str) -> tuple[int, int] | None:
+    """How many of look 2's runs a verdict table's ``look`` cell says it read, as (finished, planned); None for
+    a cell of a claim whose look 2 is complete or was never planned. The inverse of
+    :meth:`PlannedClaim.look_text`, kept beside it so that the two change together."""
+    found = _PROGRESS.search(look)
+    return (int(found[1]), int(found[2])) if found else None
 
 
 @dataclass
