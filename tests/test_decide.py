@@ -91,6 +91,43 @@ def test_two_looks_reads_look_two_on_its_planned_seeds_once_they_have_all_run():
     assert table.loc[0, "verdict"].startswith("inconclusive")
 
 
+def test_a_claim_whose_name_moves_with_its_look_2_runs_is_an_error_not_a_row_labelled_look_2():
+    """A verdict table that names a claim by a number of its runs (a level's mean accuracy) names it otherwise
+    once look 2's seeds join: two_looks must say so, not leave the look-1 row standing under "2 of 2"."""
+    design = sequential.boundaries(3, 5, 0.05)
+    runs = pd.concat([runs_frame({0: 0.9, 1: 1.4, 2: 1.1}), runs_frame({3: 1.3, 4: 0.8})])
+
+    def named_by_its_runs(runs, looks):
+        table = table_of(runs, looks)
+        table["quantity"] = f"gain over {len(runs)} seeds"
+        return table
+
+    complete = plans.Extension(claims=[plans.PlannedClaim("gain over 3 seeds", "plan0", design, ("r3", "r4"), 2,
+                                                          {"verdict": "inconclusive"})])
+    with pytest.raises(ValueError, match="plan plan0: the claim 'gain over 3 seeds' .* 0 at look 2"):
+        plans.two_looks(named_by_its_runs, runs, complete)
+
+
+def test_every_complete_look_2_in_the_shipped_tables_was_read_on_its_planned_seeds():
+    """Every shipped plan's claim whose look-2 runs have all finished stands in its study's verdict table once,
+    labelled look 2 of 2 and read on the plan's n₂ seeds (per arm) - not on look 1's."""
+    root = PROJECT_ROOT / "results"
+    checked = 0
+    for profile_dir in sorted((root / "plans").iterdir()):
+        for plan in load_plans(root, profile_dir.name):
+            for study, part in plan["studies"].items():
+                finished = {p.stem for p in (root / "runs" / study / profile_dir.name).glob("*.json")}
+                table = pd.read_csv(root / "tables" / f"{study}_{profile_dir.name}_paper_vs_reproduced.csv", dtype=str)
+                for claim in part["claims"]:
+                    if not set(claim["runs"]) <= finished:
+                        continue
+                    [row] = table[table.quantity == claim["quantity"]].itertuples()
+                    assert row.look == f"2 of 2 (plan {plan['plan_id']})", claim["quantity"]
+                    assert set(row.n.split(" vs ")) == {str(claim["n2"])}, (claim["quantity"], row.n)
+                    checked += 1
+    assert checked >= 10  # the plans of studies 2, 3 and 4 that have run
+
+
 def test_the_look_column_of_a_running_claim_reads_back_as_its_progress():
     """The README reads how far look 2 got from the rendered table's look column: what ``look_text`` writes,
     ``look_progress`` must read back, for every count, and nothing from a complete claim's cell."""

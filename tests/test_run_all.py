@@ -187,3 +187,20 @@ def test_every_shipped_render_is_recorded_and_described_so_a_clone_needs_no_arra
         job = run_all.plan_job(study, profile=profile, results_dir="results", parameters={})
         recorded, planned, described = run_all.recorded_of_plan(job, study, profile=profile, results_dir="results")
         assert (recorded, described) == (planned, True), study.name
+
+
+def test_every_shipped_render_runs_the_notebook_as_it_stands():
+    """A shipped render is stale when its notebook changed after it was rendered (a help text, a cell): a fresh
+    clone's main job would then rewrite it, and a reader would see code the notebook no longer has. Every cell
+    of every rendered notebook in results/notebooks, but the one papermill injects, is the notebook's cell."""
+    renders = sorted((PROJECT_ROOT / "results" / "notebooks").glob("*.ipynb"))
+    assert renders
+    stale = []
+    for render in renders:
+        study = render.stem.rsplit("_", 1)[0]
+        source = nbformat.read(PROJECT_ROOT / "notebooks" / f"{study}.ipynb", as_version=4)
+        rendered = nbformat.read(render, as_version=4)
+        cells = [c.source for c in rendered.cells if "injected-parameters" not in c.metadata.get("tags", [])]
+        if cells != [c.source for c in source.cells]:
+            stale.append(render.name)
+    assert not stale, f"re-render these (python -m lib.run_all --only NN --profile P): {stale}"

@@ -139,7 +139,8 @@ def two_looks(table_of: Callable[[pd.DataFrame, dict], pd.DataFrame], runs: pd.D
     boundary (under the design, a p between that boundary and the family's α/m decides nothing yet), every
     other claim as a one-look test. Each planned claim whose look-2 runs have all finished is read again on the
     shipped runs and its own look-2 runs (seeds up to its planned n₂, no more) against its look-2 boundary, and
-    that row replaces its look-1 row. The ``look`` column says at which look a row was read."""
+    that row replaces its look-1 row (a claim found at look 1 but not once at look 2 is an error, never a row
+    labelled look 2 that was read at look 1). The ``look`` column says at which look a row was read."""
     shipped = runs[~runs.run_id.isin(ext.run_ids)]
     table = table_of(shipped, {c.quantity: Look(c.design, 1) for c in ext.claims if not c.complete})
     table["look"] = ["1" if kind == "claim" else "–" for kind in table.kind]
@@ -152,8 +153,13 @@ def two_looks(table_of: Callable[[pd.DataFrame, dict], pd.DataFrame], runs: pd.D
         for c in group:
             row = second[second.quantity == c.quantity]
             where = table.index[table.quantity == c.quantity]
-            if len(row) == 1 and len(where) == 1:
-                table.loc[where[0], row.columns] = row.iloc[0].values
+            if not len(where):  # a claim the study's table no longer makes: no row to read again
+                continue
+            if len(row) != 1 or len(where) != 1:  # never label a row look 2 that was not read there
+                raise ValueError(f"plan {c.plan_id}: the claim {c.quantity!r} is in the verdict table "
+                                 f"{len(where)} time(s) at look 1 and {len(row)} at look 2, where it must be once in "
+                                 "each: a claim's name must not depend on the runs of its look")
+            table.loc[where[0], row.columns] = row.iloc[0].values
     for c in ext.claims:
         table.loc[table.quantity == c.quantity, "look"] = c.look_text()
     return table
