@@ -255,6 +255,12 @@ MUTATIONS = (
              (("                if not added_at_default(f, getattr(config, f.name))}",
                "                if True}"),),
              ("tests/test_plans.py",)),
+    Mutation("look2_row_kept", "a claim missing from the look-2 table keeps its look-1 row, labelled look 2",
+             "lib/run/plans.py",
+             (("never label a row look 2 that was not read there\n                raise ValueError(",
+               "never label a row look 2 that was not read there\n                continue\n"
+               "                raise ValueError("),),
+             ("tests/test_decide.py",)),
 )
 
 
