@@ -13,7 +13,7 @@ from lib.core import sequential, verdicts
 from lib.core.sequential import Look
 from lib.run import plans
 from lib.run.plans import load_plans
-from lib.run.results import config_hash
+from lib.run.results import ResultsStore, config_hash
 from lib.studies import find_study
 
 FAMILY = "test family"
@@ -109,22 +109,20 @@ def test_a_claim_whose_name_moves_with_its_look_2_runs_is_an_error_not_a_row_lab
 
 
 def test_every_complete_look_2_in_the_shipped_tables_was_read_on_its_planned_seeds():
-    """Every shipped plan's claim whose look-2 runs have all finished stands in its study's verdict table once,
-    labelled look 2 of 2 and read on the plan's n₂ seeds (per arm) - not on look 1's."""
+    """Every shipped plan's claim whose look-2 runs have all finished (:func:`plans.extension`) stands in its
+    study's verdict table once, labelled look 2 of 2 and read on the plan's n₂ seeds (per arm) - not on look 1's."""
     root = PROJECT_ROOT / "results"
     checked = 0
-    for profile_dir in sorted((root / "plans").iterdir()):
-        for plan in load_plans(root, profile_dir.name):
-            for study, part in plan["studies"].items():
-                finished = {p.stem for p in (root / "runs" / study / profile_dir.name).glob("*.json")}
-                table = pd.read_csv(root / "tables" / f"{study}_{profile_dir.name}_paper_vs_reproduced.csv", dtype=str)
-                for claim in part["claims"]:
-                    if not set(claim["runs"]) <= finished:
-                        continue
-                    [row] = table[table.quantity == claim["quantity"]].itertuples()
-                    assert row.look == f"2 of 2 (plan {plan['plan_id']})", claim["quantity"]
-                    assert set(row.n.split(" vs ")) == {str(claim["n2"])}, (claim["quantity"], row.n)
-                    checked += 1
+    for profile in sorted(path.name for path in (root / "plans").iterdir()):
+        for study in sorted({name for plan in load_plans(root, profile) for name in plan["studies"]}):
+            table = pd.read_csv(root / "tables" / f"{study}_{profile}_paper_vs_reproduced.csv", dtype=str)
+            for claim in plans.extension(ResultsStore(root, study, profile)).claims:
+                if not claim.complete:
+                    continue
+                [row] = table[table.quantity == claim.quantity].itertuples()
+                assert row.look == claim.look_text(), claim.quantity
+                assert set(row.n.split(" vs ")) == {str(claim.design.n2)}, (claim.quantity, row.n)
+                checked += 1
     assert checked >= 10  # the plans of studies 2, 3 and 4 that have run
 
 
@@ -238,8 +236,9 @@ def test_a_variance_ratio_of_study_3_plans_the_runs_of_its_matched_level():
     at log R of its published 0.25, and its look 2 adds exactly the runs of level 0's two arms for the seeds beyond
     the shipped ones (its cells name the knob's own column, so a run alone says whether it belongs); once planned,
     lib.decide proposes it no more."""
-    plans = [plan for plan in load_plans(PROJECT_ROOT / "results", "cpu") if "03_difficulty_sweep" in plan["studies"]]
-    part = next(plan["studies"]["03_difficulty_sweep"] for plan in plans
+    study3_plans = [plan for plan in load_plans(PROJECT_ROOT / "results", "cpu")
+                    if "03_difficulty_sweep" in plan["studies"]]
+    part = next(plan["studies"]["03_difficulty_sweep"] for plan in study3_plans
                 if any(c["quantity"].startswith("VR at 97% accuracy") for c in plan["studies"]["03_difficulty_sweep"]
                        ["claims"]))
     [claim] = [c for c in part["claims"] if c["quantity"].startswith("VR at 97% accuracy")]

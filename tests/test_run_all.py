@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from lib import PROJECT_ROOT, execute, run_all
+from lib import PROJECT_ROOT, execute, report, run_all
 from tests.conftest import SHARED_DATA
 
 CPU_RENDER = "01_margin_factorial_cpu"
@@ -193,11 +193,10 @@ def test_every_shipped_render_runs_the_notebook_as_it_stands():
     """A shipped render is stale when its notebook changed after it was rendered (a help text, a cell): a fresh
     clone's main job would then rewrite it, and a reader would see code the notebook no longer has. Every cell
     of every rendered notebook in results/notebooks, but the one papermill injects, is the notebook's cell."""
-    renders = sorted((PROJECT_ROOT / "results" / "notebooks").glob("*.ipynb"))
+    renders = report.rendered_notebooks(PROJECT_ROOT / "results")
     assert renders
     stale = []
-    for render in renders:
-        study = render.stem.rsplit("_", 1)[0]
+    for study, _, render in renders:
         source = nbformat.read(PROJECT_ROOT / "notebooks" / f"{study}.ipynb", as_version=4)
         rendered = nbformat.read(render, as_version=4)
         cells = [c.source for c in rendered.cells if "injected-parameters" not in c.metadata.get("tags", [])]
