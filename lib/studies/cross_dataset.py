@@ -199,6 +199,50 @@ def plan(s: dict) -> list[CFFConfig]:
             for mode in s["margin_modes"] for seed in range(s["seeds"])]
 
 
+# The ease search (python -m lib.regime --study 02): the paper puts the reversals of SVHN and Fashion-MNIST down to
+# the task's ease (≈ 97% and ≈ 92% [summary]); at cpu our runs reach 80% (MNIST, SVHN's stand-in) and 69%. One
+# change at a time from the profile's setting, clamp arm, seed 0, on each set whose reversal the paper explains by
+# ease, none of them the treatment (m0 stays): longer training (accuracy still rises at epoch 8), the clean evaluation
+# protocol (CFF's probes on augmented views), a wider embedding (the paper's 128), a longer probe (CFF's 50 epochs),
+# a lower learning rate.
+REGIME_SEARCH = ({"epochs": 16}, {"epochs": 32}, {"eval_protocol": "clean"}, {"embed_dim": 128},
+                 {"probe_epochs": 50}, {"lr": 0.002})
+EASE_SETS = ("mnist", "fashion_mnist")  # the entries whose published reversal is explained by ease
+
+
+def regime_search_configs(s: dict) -> list[CFFConfig]:
+    """The ease search's runs: the clamp arm at seed 0 of each of :data:`EASE_SETS`, with each change of
+    :data:`REGIME_SEARCH`."""
+    return [Settings.run_config(s, dataset=name, dataset_options=options, margin_mode="clamp",
+                                stabilizer=s["stabilizer"], m0=s["m0"], seed=0, **change)
+            for entry in EASE_SETS for name, options in [dataset_spec(entry, s)] for change in REGIME_SEARCH]
+
+
+def regime_table(records: list[dict], shipped: pd.DataFrame, s: dict) -> pd.DataFrame:
+    """One row per set and setting: the shipped runs first (their seeds' mean, both arms), then each search run:
+    what changed, its top-1 (%), the clamp arm's layer-0 CAR at the final epoch (%), its wall seconds, and whether
+    the accuracy reaches the paper's within :data:`common.EASE_TOLERANCE` (``in_regime``)."""
+    keys = sorted({k for change in REGIME_SEARCH for k in change})
+    rows = []
+    for entry in EASE_SETS:
+        target = PUBLISHED[like(entry)]["acc"] - common.EASE_TOLERANCE
+        base = shipped[shipped.dataset == entry] if len(shipped) else shipped
+        rows.append(dict(dataset=entry, setting=f"shipped ({base.seed.nunique() if len(base) else 0} seeds)",
+                         top1=common.mean_accuracy(base) if len(base) else np.nan,
+                         car_layer0_final=common.clamp_car(base) if len(base) else np.nan, wall_s=np.nan,
+                         target=target))
+        for record in records:
+            c, m = record["config"], record["metrics"]
+            if entry_of(c) != entry:
+                continue
+            changed = ", ".join(f"{k} = {c[k]}" for k in keys if c[k] != s[k])
+            rows.append(dict(dataset=entry, setting=changed or "as shipped", top1=100 * m.get("top1", np.nan),
+                             car_layer0_final=100 * m.get("car_layer0_final", np.nan),
+                             wall_s=record["timings"].get("wall_s", np.nan), target=target))
+    table = pd.DataFrame(rows).drop_duplicates(["dataset", "setting"])
+    return table.assign(in_regime=table.top1 >= table.target)
+
+
 def runs_frame(records: list[dict]) -> pd.DataFrame:
     """One row per run, with its dataset entry."""
     return common.runs_frame(records, factors={"dataset": entry_of})
