@@ -5,28 +5,30 @@ as a two-look design fixed before its runs, and run it.
     python -m lib.decide --profile cpu --budget 8 --data-root ../shared/data     # write the plan, run it here
     python -m lib.decide --profile paper --budget 200 --backend slurm --partition gpu --gpus-per-node 1
 
-It reads each study's decided table (``results/tables/<study>_<profile>_paper_vs_reproduced.csv``) and the
-records' measured seconds per run. A claim is a candidate when more seeds could decide it: measured, in the
-paper's regime, tested by a t-based measure or a variance ratio whose arms are runs (the table's ``cells``), and
-not decided at
-look 1 under the design (``lib.core.sequential``: the shipped seeds are look 1, read against O'Brien–Fleming's
-look-1 boundary; a claim decided at the family level α/m but not at that boundary is re-read at look 2, or the
-two looks together would spend more than α/m). Its look-2 seeds are the fewest whose simulated two-look power
-at the published value reaches 80% (its effect in the SDs the table's power used; a variance ratio's, log R of
-the published ratio, with the rule the verdicts apply simulated); its cost, the runs its arms lack at
-that many seeds times their median seconds in the records, divided among the study's parallel processes.
+It reads each study's typed verdict records (``results/tables/<study>_<profile>_verdicts.json``: never the reader's
+CSV, its verdict text or its rounded numbers) and the run records' measured seconds per run. A claim is a candidate
+when more seeds could decide it: measured, in the paper's regime, tested by a t-based measure or a variance ratio
+whose arms are runs (its ``cells``), and not decided at look 1 under the design (``lib.core.sequential``: the
+shipped seeds are look 1, read against O'Brien–Fleming's look-1 boundary; a claim decided at the family level α/m
+but not at that boundary is re-read at look 2, or the two looks together would spend more than α/m). Its look-2
+seeds are the fewest whose simulated two-look power at the published value reaches 80% (its effect in the SDs the
+table's power used; a variance ratio's, log R of the published ratio, with the rule the verdicts apply simulated);
+its cost, the runs its arms lack at that many seeds times their median seconds in the records, divided among the
+study's parallel processes.
 
 Within ``--budget`` wall hours the plan takes each study's central claim (its ``HEADLINE``) first, cheapest
 first, then the other claims, each time the one whose runs not yet planned cost least: the most claims for
 the budget. ``--dry-run`` prints the plan and every claim left out, with why. Otherwise the plan is recorded
 (``lib.run.plans``) and its runs, and those of earlier plans still missing, go to ``lib.dispatch``'s backends
 (a process pool here, or Slurm) with ``extra.plan`` in each record. A claim is planned once: a claim in a
-plan, decided at its look 2 or not, is never planned again (two looks are all its design has).
+plan, decided at its look 2 or not, is never planned again (two looks are all its design has). *Not reproduced*
+stops nothing at look 1: it is read at a design's last look only (lib.core.verdicts). A run of the look-2 seeds that
+has a record already (another plan's) was seen before the plan: its seed is skipped, the next one takes its
+place, and the plan names the skipped runs under ``excluded``.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from dataclasses import dataclass, field, replace
@@ -58,7 +60,7 @@ class Candidate:
     study: Study
     quantity: str
     measure: str
-    verdict: str  # at look 1, as the table shows it
+    verdict: str  # at look 1, a word of the grammar (lib.core.verdicts.VERDICTS)
     p: float
     alpha: float  # the claim's two-sided level in its family (α / m)
     n1: int  # seeds per arm at look 1
@@ -71,36 +73,30 @@ class Candidate:
     power: float = float("nan")  # planned two-look power at the published value
     configs: dict = field(default_factory=dict)  # run id -> config: the runs look 2 adds to its arms
     seconds: dict = field(default_factory=dict)  # run id -> median measured seconds of its cell
+    excluded: set = field(default_factory=set)  # runs of seeds recorded already (another plan's): skipped
+    plan_key: str = ""  # the name plans know the claim by (the table's plan_key), where it differs from quantity
 
     @property
     def key(self) -> tuple[str, str]:
-        return self.study.name, self.quantity
+        return self.study.name, self.plan_key or self.quantity
 
     def as_dict(self) -> dict:
-        return {"quantity": self.quantity, "measure": self.measure, "test": TESTS[self.measure],
+        return {"quantity": self.plan_key or self.quantity, "measure": self.measure, "test": TESTS[self.measure],
                 "central": self.central, "effect": self.effect, "look1": {"verdict": self.verdict, "p": self.p},
                 "cells": self.cells, "runs": sorted(self.configs), **self.design.as_dict()}
 
 
-def decided_table(study: Study, profile: str, results: Path) -> pd.DataFrame | None:
-    path = results / "tables" / f"{study.name}_{profile}_paper_vs_reproduced.csv"
-    return pd.read_csv(path, dtype=str, keep_default_na=False) if path.exists() else None
+def _number(value) -> float:
+    return float("nan") if value is None else float(value)
 
 
-def _number(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        return float("nan")
-
-
-def _effect(row: pd.Series) -> float:
-    """The published effect a claim's two-look power is simulated at: the table's effect in SDs, or for a variance
-    ratio log R of the published ratio (a table rendered before the ``published`` column has none: not planned)."""
-    if row.measure == "variance_ratio":
-        ratio = _number(row.get("published", ""))
+def _effect(record: dict) -> float:
+    """The published effect a claim's two-look power is simulated at: its effect in SDs, or for a variance ratio
+    log R of the published ratio."""
+    if record["measure"] == "variance_ratio":
+        ratio = _number(record.get("published"))
         return math.log(ratio) if math.isfinite(ratio) and ratio > 0 else float("nan")
-    return _number(row.effect_sd)
+    return _number(record.get("effect_sd"))
 
 
 def _matches(row: pd.Series, cells: list[dict]) -> bool:
@@ -132,19 +128,19 @@ def candidates(profile: str, *, results_dir: str = "results", only: list[str] | 
                for study, part in plan["studies"].items() for claim in part["claims"]}
     found = []
     for study in (find_study(s) for s in (only or STUDIES)):
-        table = decided_table(study, profile, results)
-        if table is None:
-            continue
         settings, _ = resolve_command(study, profile=profile, parameters={}, data_root=data_root,
                                       results_dir=results_dir)
         store, _ = open_store(study, settings, [], results_dir, None)
+        records = store.verdict_records()  # the typed records: no verdict text, no rounded number is read
+        if records is None:
+            continue
         measured = None  # the study's finished runs and their seconds, read once a claim needs them
-        for _, row in table[table.kind == "claim"].iterrows():
+        for record in (r for r in records if r["kind"] == "claim"):
             candidate = Candidate(
-                study, row.quantity, row.measure, row.verdict, _number(row.p), _number(row.level),
-                min((int(x) for x in row.n.split(" vs ")), default=0) if row.n not in ("", "–") else 0,
-                _effect(row), json.loads(row.cells or "[]"), row.seeds_parameters.split(","),
-                row.quantity.startswith(study.module.HEADLINE))
+                study, record["quantity"], record["measure"], record["verdict"], _number(record["p"]),
+                _number(record["level"]), min(record["n"], default=0), _effect(record), record["cells"],
+                record["seeds_parameters"], record["quantity"].startswith(study.module.HEADLINE),
+                plan_key=record["id"])
             candidate.why_not = _why_not(candidate, planned)
             if not candidate.why_not:
                 measured = measured or _median_seconds(study, store)
@@ -156,13 +152,11 @@ def candidates(profile: str, *, results_dir: str = "results", only: list[str] | 
 def _why_not(c: Candidate, planned: dict) -> str:
     if c.key in planned:
         return f"in plan {planned[c.key]}: a claim has two looks, no more"
-    if c.verdict.startswith("not measured"):
+    if c.verdict == "not measured":
         return "not measured"
-    if c.verdict.startswith(OUT_OF_REGIME):
-        return (f"{c.verdict}: more seeds at this setting would not reach the paper's regime "
+    if c.verdict == OUT_OF_REGIME:
+        return (f"{OUT_OF_REGIME}: more seeds at this setting would not reach the paper's regime "
                 "(the regime search in the report)")
-    if c.verdict.startswith("not reproduced"):
-        return "stopped at look 1: its interval lies wholly short of the published value"
     if c.measure not in TESTS:
         return f"its measure ({c.measure}) has no two-look design here: t-based measures and variance ratios do"
     if not c.cells:
@@ -182,22 +176,35 @@ def _plan_look_two(c: Candidate, settings: dict, store, done: pd.DataFrame, typi
         return
     c.design = replace(sequential.boundaries(c.n1, n2, c.alpha), planned_power=round(power, 4))
     c.power = power
-    if c.p < c.design.level1 and not c.verdict.startswith("inconclusive"):
+    if c.p < c.design.level1 and c.verdict != "inconclusive":
         c.why_not = f"decided at look 1 under the design: p {c.p:.2g} < {c.design.level1:.2g}"
         return
-    wider = {**settings, **{name: n2 for name in c.seeds_parameters}}
-    configs = [cfg for cfg in c.study.module.plan(wider) if c.n1 <= as_dict(cfg)["seed"] < n2]
-    frame = _frame(c.study, configs)
-    for cfg, (_, row) in zip(configs, frame.iterrows()):
-        if not _matches(row, c.cells):
-            continue
-        c.configs[store.run_id(cfg)] = cfg
-        if store.is_finished(cfg):
-            continue
+    for run_id, cfg in _fresh_seeds(c, settings, store, n2).items():
+        c.configs[run_id] = cfg
+        row = _frame(c.study, [cfg]).iloc[0]
         same = done[[_matches(r, [{k: row[k] for k in c.cells[0] if k in row}]) for _, r in done.iterrows()]] \
             if len(done) else done
         seconds = float(same.wall_s.median()) if len(same) else typical
-        c.seconds[store.run_id(cfg)] = seconds if math.isfinite(seconds) else typical
+        c.seconds[run_id] = seconds if math.isfinite(seconds) else typical
+
+
+def _fresh_seeds(c: Candidate, settings: dict, store, n2: int) -> dict:
+    """The runs of the claim's arms for n₂ - n₁ seeds from n₁ on, none of which has a record yet: a seed any of whose
+    runs was recorded before the plan (another plan's) was seen already, so it is skipped in every arm (a paired
+    design keeps its pairs) and named in ``c.excluded``; the next seed takes its place, so that look 2 holds n₂."""
+    extra = 0
+    while True:
+        wider = {**settings, **{name: n2 + extra for name in c.seeds_parameters}}
+        configs = [cfg for cfg in c.study.module.plan(wider) if as_dict(cfg)["seed"] >= c.n1]
+        frame = _frame(c.study, configs)
+        arms = [(as_dict(cfg)["seed"], store.run_id(cfg), cfg)
+                for cfg, (_, row) in zip(configs, frame.iterrows()) if _matches(row, c.cells)]
+        seen = {seed for seed, run_id, _ in arms if store.load(run_id) is not None}
+        fresh = sorted({seed for seed, _, _ in arms} - seen)[:n2 - c.n1]
+        if len(fresh) == n2 - c.n1:
+            c.excluded = {run_id for seed, run_id, _ in arms if seed in seen and seed < max(fresh)}
+            return {run_id: cfg for seed, run_id, cfg in arms if seed in fresh}
+        extra += n2 - c.n1 - len(fresh)
 
 
 def workers_of(study: Study, profile: str) -> int:
@@ -245,8 +252,9 @@ def design_of(chosen: list[Candidate], budget_hours: float, workers: dict[str, i
         part["runs"] = sorted(part["runs"].values(),
                               key=lambda run: (first[run["run_id"]], run["config"]["seed"], run["run_id"]))
         part["hours"] = round(sum(run["seconds"] for run in part["runs"]) / part["workers"] / 3600, 3)
+    excluded = sorted(set().union(*(c.excluded for c in chosen)))
     return {"budget_hours": budget_hours, "spending": sequential.SPENDING, "target_power": TARGET_POWER,
-            "order": list(studies), "studies": studies}
+            "order": list(studies), "studies": studies, **({"excluded": excluded} if excluded else {})}
 
 
 def describe(chosen: list[Candidate], left: dict, found: list[Candidate], budget_hours: float,
@@ -257,10 +265,12 @@ def describe(chosen: list[Candidate], left: dict, found: list[Candidate], budget
         hours = sum(new.values()) / workers[c.study.name] / 3600
         spent += hours
         runs.update(new)
+        left_out = (f"; {len(c.excluded)} run(s) of seeds recorded already (another plan's) skipped"
+                    if c.excluded else "")
         lines.append(f"{i:>3}. {c.study.number} {'[central] ' if c.central else ''}{c.quantity}\n"
                      f"       {c.design.n1} → {c.design.n2} seeds per arm; look 1 p < {c.design.level1:.2g}, "
                      f"look 2 p < {c.design.level2:.2g} (α = {c.alpha:.2g}); planned power {c.power:.0%}; "
-                     f"{len(new)} new runs, {hours:.2f} h (total {spent:.2f} h)")
+                     f"{len(new)} new runs, {hours:.2f} h (total {spent:.2f} h){left_out}")
     if not chosen:
         lines.append("    nothing: no claim the budget can decide")
     lines.append(f"{len(runs)} runs, {spent:.2f} wall hours.")

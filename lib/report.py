@@ -546,13 +546,21 @@ def _boundary(level: float) -> str:
     return f"p &lt; {level:.2g}" if level > 0 else "none (no α spent)"
 
 
+def planned_row(frame: pd.DataFrame | None, quantity: str) -> pd.DataFrame:
+    """The row of a verdict table that a plan's claim ``quantity`` names: by the table's ``plan_key`` (a claim
+    renamed after its plan keeps its key), else by its quantity."""
+    if frame is None:
+        return pd.DataFrame()
+    keys = frame.plan_key if "plan_key" in frame else frame.quantity
+    return frame[keys == quantity]
+
+
 def ledger(results: Path) -> str:
     """The extensions' ledger: per planned claim, the seeds of each look, the boundaries, the verdict the plan
     found at look 1 and the verdict now, and at which look it stands (the table's ``look`` column)."""
     rows = []
     for (profile, study, quantity), (_plan, claim) in planned_rows(results).items():
-        frame = verdicts(results, study, profile)
-        now = frame[frame.quantity == quantity] if frame is not None else pd.DataFrame()
+        now = planned_row(verdicts(results, study, profile), quantity)
         verdict, look = (now.iloc[0].verdict, now.iloc[0].get("look", "")) if len(now) else ("not in the table", "")
         css = verdict_kind(verdict) or ""
         rows.append(f'<tr><td data-label="study">{html.escape(title(study))} · {profile}</td>'
@@ -827,17 +835,25 @@ def readme_extension_lines(results_dir: str | Path = "results") -> list[str]:
     lines = []
     for (profile, study, quantity), (plan, claim) in planned_rows(results).items():
         frame = verdicts(results, study, profile)
-        now = frame[frame.quantity == quantity] if frame is not None else pd.DataFrame()
+        now = planned_row(frame, quantity)
         if not len(now):
+            owner = (frame[frame.quantity.str.startswith(quantity) & frame.ours.str.contains("decided in study")]
+                     if frame is not None else frame)
+            if owner is not None and len(owner):  # the same experiment is another study's claim now
+                lines.append(f"- **{title(study)}** (`{profile}`, plan `{plan['plan_id']}`): "
+                             f"{verdict_html.human(quantity)}: the same experiment as another study's claim, "
+                             f"{owner.iloc[0].ours.split(': ', 1)[1]}; this plan's look 2 is not read.")
             continue
         row, before = now.iloc[0], claim["look1"]["verdict"]
-        head = (f"- **{title(study)}** (`{profile}`, plan `{plan['plan_id']}`): {verdict_html.human(quantity)}: "
-                f"*{before}* at look 1")
+        renamed = f" (planned as {verdict_html.human(quantity)})" if row.quantity != quantity else ""
+        head = (f"- **{title(study)}** (`{profile}`, plan `{plan['plan_id']}`): {verdict_html.human(row.quantity)}"
+                f"{renamed}: *{before}* at look 1")
         if str(row.get("look", "")).startswith("2"):
             moved = "moved" if verdict_kind(row.verdict) != verdict_kind(before) else "stayed"
             after = KINDS.get(verdict_kind(row.verdict), row.verdict)
-            lines.append(f"{head} → *{after}* at look 2 ({moved}): {row.ours} on {claim['n2']} seeds per arm, read "
-                         f"against look 2's boundary p < {claim['level2']:.2g}.")
+            seeds = f"{row.n} seeds" if " vs " in row.n else f"{row.n} seeds per arm"
+            lines.append(f"{head} → *{after}* at look 2 ({moved}): {row.ours} on {seeds}, read "
+                         f"against look 2's boundary p < {float(row.level):.2g}.")
         else:
             progress = look_progress(str(row.get("look", "")))
             read = f": {progress[0]} of {progress[1]} runs in the rendered table." if progress else "."

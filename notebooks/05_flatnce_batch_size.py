@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -271,7 +271,7 @@ display(factors)
 
 # %%
 identity_error = study.gradient_identity_error(temperature=settings["temperature"])
-display(Markdown(f"Largest relative deviation (16 anchors): **{identity_error:.1e}**."))
+display(Markdown(f"Largest relative deviation (16 anchors): **{study.deviation_text(identity_error)}**."))
 
 # %% [markdown] tags=["findings"]
 # ## Paper against reproduced

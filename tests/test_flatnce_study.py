@@ -177,7 +177,7 @@ def test_every_published_number_has_a_row_with_an_evidence_tag():
     table = study.paper_vs_reproduced(study.analyze(fake_runs({16: 1.0, 32: 1.0}), s), s, 1e-16)
     assert list(table.columns) == ["quantity", "ours", "ci_level", "paper", "evidence", "n", "p", "p_holm", "power",
                                    "seeds_needed", "verdict", "kind", "seeds_parameters",
-                                   "measure", "level", "effect_sd", "cells", "published"]
+                                   "measure", "level", "effect_sd", "cells", "published", "plan_key", "record"]
     text = " ".join(table.paper)
     for number in ("56.74", "54.62", "56.25", "53.98", "+0.28", "+0.36", "+1.69"):
         assert number in text

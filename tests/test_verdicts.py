@@ -607,6 +607,62 @@ def test_a_claim_outside_the_papers_stated_regime_is_not_judged():
     assert "holds where" in low.row()["paper"] and "[paper]" in low.row()["paper"]
 
 
+def test_every_condition_the_paper_states_is_read_and_each_one_missed_is_named():
+    """A claim with several conditions (the reversal: CIFAR-10's high CAR and the easy set's accuracy) is in the
+    paper's regime only where each holds, in either direction (an at-most bound too); the verdict names the ones
+    missed, and an unmeasured value misses nothing."""
+    from lib.core.verdicts import OUT_OF_REGIME, Conditions, Regime
+
+    car = Regime("CAR (%)", 50.0, "high CAR", "[summary]")
+    easy = Regime("accuracy (%)", 92.0, "an easy task", "[summary]")
+    low = Regime("CAR (%)", 50.0, "low CAR", "[summary]", at_least=False)
+    claim = Claim("VR", published=5.9, regime=Conditions((car, easy, low)), **VR)
+    a, b = scaled(np.random.default_rng(5).normal(size=20), 1.0)
+
+    def read(values):
+        return decide([evaluate(claim, a, b, regime_value=values)])[0]
+    assert read((60.0, 95.0, 40.0)).verdict == "not reproduced"  # every condition holds
+    missed = read((60.0, 81.8, 40.0))  # the second alone is missed
+    assert missed.verdict == OUT_OF_REGIME and missed.verdict_text() == f"{OUT_OF_REGIME} (accuracy (%) 81.8 < 92)"
+    both = read((32.4, 95.0, 55.0)).verdict_text()
+    assert both == f"{OUT_OF_REGIME} (CAR (%) 32.4 < 50; CAR (%) 55 > 50)"
+    assert read((60.0, float("nan"), None)).verdict == "not reproduced"  # unmeasured: judged as it stands
+    assert claim.regime.where() == "high CAR [summary] and an easy task [summary] and low CAR [summary]"
+
+
+def test_not_reproduced_is_read_at_the_last_look_only():
+    """At look 1 of a planned claim an interval wholly short of the published value decides nothing yet (it would be
+    a second chance at *not reproduced*, with no α spent for it); at look 2, and without a plan, it does."""
+    from lib.core.sequential import Look, boundaries
+
+    claim = Claim("gain", "one_sample", 1.0, "[paper]")
+    short = {i: v for i, v in enumerate([0.1, -0.1, 0.05, 0.0, 0.02, -0.04, 0.08, -0.02])}  # mean 0.01, SD 0.07
+    design = boundaries(3, 8, 0.05)
+    assert decide([evaluate(claim, short)])[0].verdict == "not reproduced"
+    at_look1 = decide([evaluate(claim, short)], {"gain": Look(design, 1)})[0]
+    assert at_look1.verdict == "inconclusive" and "look 1 of 2" in at_look1.verdict_text()
+    assert decide([evaluate(claim, short)], {"gain": Look(design, 2)})[0].verdict == "not reproduced"
+
+
+def test_a_variance_ratio_is_not_reproduced_only_when_brown_forsythe_also_excludes_the_published_ratio():
+    """*not reproduced* of a variance ratio takes the rule a rejection takes: the F interval wholly short of the
+    published ratio, and Brown–Forsythe on the arms rescaled to that ratio rejecting too. Arms whose spreads stand
+    at the published 0.25 but one seed of which went its own way: the F interval moves wholly above 0.25,
+    Brown–Forsythe hardly moves, so nothing speaks against the paper; a true ratio of 1 is *not reproduced*."""
+    claim = Claim("VR", published=0.25, **VR)
+    rng = np.random.default_rng(11)
+    a, b = 0.5 * rng.normal(size=40), rng.normal(size=40)  # Var(a) / Var(b) = 0.25, the published ratio
+    a[0] = 4.5  # one seed at 9 SD of its arm
+    row = decide([evaluate(claim, dict(enumerate(a)), dict(enumerate(b)))])[0]
+    assert row.ci[0] > 0.25  # the F interval lies wholly above the published ratio
+    p_bf = row.notes["p_brown_forsythe_published"]
+    assert p_bf == pytest.approx(brown_forsythe_reference(a / math.sqrt(0.25), b), rel=1e-9) and p_bf > 0.1
+    assert row.verdict == "inconclusive"
+    wide = decide([evaluate(claim, dict(enumerate(2 * a)), dict(enumerate(b)))])[0]  # a true ratio of 1
+    assert wide.notes["p_brown_forsythe_published"] < ALPHA and wide.ci[0] > 0.25
+    assert wide.verdict == "not reproduced"
+
+
 @pytest.mark.parametrize("n", [5, 6, 7])
 def test_brown_forsythe_without_structural_zeros_holds_its_level_where_the_f_test_does_not(n):
     """At a few seeds of skewed (exponential) data the F-test rejects far more than 5% of true nulls; Brown–Forsythe

@@ -88,16 +88,27 @@ class Look:
         return self.design.text(self.number)
 
 
-def boundaries(n1: int, n2: int, alpha: float) -> Boundaries:
-    """The two looks' nominal levels for n₁ → n₂ seeds per arm at the claim's two-sided level ``alpha``."""
+def _check_design(n1, n2, alpha) -> None:
     if not (isinstance(n1, int) and isinstance(n2, int) and 2 <= n1 < n2):
         raise ValueError(f"n1={n1!r}, n2={n2!r}: seeds per arm with 2 <= n1 < n2")
     if not 0 < alpha < 1:
         raise ValueError(f"alpha={alpha!r}: a level in (0, 1)")
-    t = n1 / n2
-    spent1 = obrien_fleming_spent(t, alpha)
-    c1 = _st.norm.isf(spent1 / 2)
-    rho = math.sqrt(t)
+
+
+def boundaries(n1: int, n2: int, alpha: float) -> Boundaries:
+    """The two looks' nominal levels for n₁ → n₂ seeds per arm at the claim's two-sided level ``alpha``."""
+    _check_design(n1, n2, alpha)
+    return look_two_boundary(n1, n2, alpha, obrien_fleming_spent(n1 / n2, alpha))
+
+
+def look_two_boundary(n1: int, n2: int, alpha: float, level1: float) -> Boundaries:
+    """The design whose look 1 rejected at ``level1`` and whose look 2 holds n₂ seeds per arm: look 2's level
+    spends the rest of ``alpha`` at the information look 1 actually holds, t = n₁ / n₂. :func:`boundaries` calls it
+    with O'Brien–Fleming's look-1 share; a plan read on fewer seeds than it planned (its runs that finished before
+    it was written are left out: lib.run.plans) calls it with the level look 1 was read at and the seeds it has."""
+    _check_design(n1, n2, alpha)
+    c1 = _st.norm.isf(level1 / 2)
+    rho = math.sqrt(n1 / n2)
     both = _st.multivariate_normal(mean=[0, 0], cov=[[1, rho], [rho, 1]])
 
     def inside(c2):  # P(|Z1| < c1, |Z2| < c2), by inclusion-exclusion on the bivariate CDF
@@ -107,7 +118,8 @@ def boundaries(n1: int, n2: int, alpha: float) -> Boundaries:
 
 
 def _t_p(mean: np.ndarray, sd: np.ndarray, n: int) -> np.ndarray:
-    return 2 * _st.t.sf(np.abs(mean) / (sd / math.sqrt(n)), n - 1)
+    with np.errstate(divide="ignore"):  # seeds that all agree (simulated outliers at ±3): t is infinite, p 0
+        return 2 * _st.t.sf(np.abs(mean) / (sd / math.sqrt(n)), n - 1)
 
 
 def _welch_p(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -183,3 +195,98 @@ def look_two_seeds(test: str, effect: float, n1: int, alpha: float, *, target: f
         at_mid = power(mid)
         lo, hi, at_hi = (lo, mid, at_mid) if at_mid >= target else (mid, hi, at_hi)
     return hi, at_hi
+
+
+# ------------------------------------------------------------------------------ both kinds of error, simulated
+
+NOISES = ("normal", "t5", "outliers")  # the seed-to-seed spread: normal, heavy-tailed, 5% of seeds at 3 SD
+
+
+def _noise(rng: np.random.Generator, shape: tuple, noise: str) -> np.ndarray:
+    """Unit-scale draws: standard normal; Student's t with 5 df scaled to unit variance; or standard normal with
+    each value, with probability 0.05, replaced by ±3 (a seed that went its own way)."""
+    if noise == "normal":
+        return rng.standard_normal(shape)
+    if noise == "t5":
+        return rng.standard_t(5, shape) / math.sqrt(5 / 3)
+    if noise == "outliers":
+        z = rng.standard_normal(shape)
+        return np.where(rng.random(shape) < 0.05, 3.0 * rng.choice([-1.0, 1.0], shape), z)
+    raise ValueError(f"noise={noise!r} is not allowed: one of {', '.join(NOISES)}")
+
+
+def _arms(test: str, effect: float, n: int, simulations: int, rng, noise: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """Look 2's seeds of each arm (look 1's are the first n₁) at a true effect: SDs for the t-tests, log R for a
+    variance ratio (arm a's spread is exp(effect / 2) times b's)."""
+    if test == VARIANCE_RATIO:
+        return (_noise(rng, (simulations, n), noise) * math.exp(effect / 2), _noise(rng, (simulations, n), noise))
+    if test == "welch":
+        return _noise(rng, (simulations, n), noise) + effect, _noise(rng, (simulations, n), noise)
+    return _noise(rng, (simulations, n), noise) + effect, None
+
+
+def _p_value(test: str, a: np.ndarray, b: np.ndarray | None) -> np.ndarray:
+    if test == VARIANCE_RATIO:
+        return _variance_ratio_p(a, b)
+    if test == "welch":
+        return _welch_p(a, b)
+    return _t_p(a.mean(axis=1), a.std(axis=1, ddof=1), a.shape[1])
+
+
+def _estimate(test: str, a: np.ndarray, b: np.ndarray | None) -> np.ndarray:
+    """The estimate on the test's scale: log of the variance ratio, a difference, or a mean."""
+    if test == VARIANCE_RATIO:
+        return np.log(a.var(axis=1, ddof=1) / b.var(axis=1, ddof=1))
+    return a.mean(axis=1) - (b.mean(axis=1) if b is not None else 0.0)
+
+
+def _short_of(test: str, a: np.ndarray, b: np.ndarray | None, published: float, level: float) -> np.ndarray:
+    """The rule *not reproduced* applies at one look (lib.core.verdicts): the interval at ``level`` lies wholly on
+    the null's side of ``published`` (on the test's scale, its sign the claimed direction); for a variance ratio,
+    Brown–Forsythe on the arms rescaled to the published ratio also rejects at ``level``."""
+    side = 1.0 if published > 0 else -1.0
+    n = a.shape[1]
+    if test == VARIANCE_RATIO:
+        log_r = _estimate(test, a, b)
+        d1, d2 = n - 1, b.shape[1] - 1
+        lo, hi = log_r - math.log(_st.f.ppf(1 - level / 2, d1, d2)), log_r - math.log(_st.f.ppf(level / 2, d1, d2))
+        short = hi < published if side > 0 else lo > published
+        return short & (brown_forsythe_p(a / math.exp(published / 2), b) < level)
+    if test == "welch":
+        va, vb = a.var(axis=1, ddof=1) / n, b.var(axis=1, ddof=1) / b.shape[1]
+        df = (va + vb) ** 2 / (va ** 2 / (n - 1) + vb ** 2 / (b.shape[1] - 1))
+        half = _st.t.ppf(1 - level / 2, df) * np.sqrt(va + vb)
+    else:
+        half = _st.t.ppf(1 - level / 2, n - 1) * a.std(axis=1, ddof=1) / math.sqrt(n)
+    estimate = _estimate(test, a, b)
+    return estimate + half < published if side > 0 else estimate - half > published
+
+
+def decision_error_rates(test: str, published: float, design: Boundaries, *, noise: str = "normal",
+                         simulations: int = SIMULATIONS, seed: int = 0) -> dict[str, float]:
+    """Both kinds of error of a two-look design as it is read (lib.core.verdicts, lib.run.plans), simulated:
+
+    - ``reproduced``: under the null, the share of designs that reject at look 1 (p < level1) or at look 2
+      (p < level2, having gone on) with the estimate on the published side, *reproduced* or *reproduced, smaller*;
+    - ``not_reproduced``: at the published value, the share read *not reproduced*, which is read at look 2 only, on
+      the designs that did not stop at look 1 and whose look 2 does not reject the null.
+
+    ``published``: the published effect on the test's scale (SDs from the null for the t-tests, log R for a variance
+    ratio); ``noise``: one of :data:`NOISES`. Each rate should lie within the claim's level ``design.alpha``."""
+    rng = np.random.default_rng(seed)
+    n1, n2 = design.n1, design.n2
+    rates = {}
+    for name, truth in (("reproduced", 0.0), ("not_reproduced", published)):
+        a, b = _arms(test, truth, n2, simulations, rng, noise)
+        first = (a[:, :n1], None if b is None else b[:, :n1])
+        stop1 = _p_value(test, *first) < design.level1
+        p2 = _p_value(test, a, b)
+        if name == "reproduced":
+            on_side = np.sign(_estimate(test, *first)) == np.sign(published)
+            on_side2 = np.sign(_estimate(test, a, b)) == np.sign(published)
+            rates[name] = float(((stop1 & on_side) | (~stop1 & (p2 < design.level2) & on_side2)).mean())
+        else:
+            rates[name] = float((~stop1 & (p2 >= design.level2) & _short_of(test, a, b, published, design.level2))
+                                .mean())
+    return rates
+

@@ -15,7 +15,9 @@ at the level Holm gives each claim (α/m in a family of m) and gives the verdict
 4. p (Holm) < 0.05 on the published side: *reproduced* when the α/m interval reaches the published value,
    else *reproduced, smaller*; on the other side → *contradicted*
 5. not significant, and the α/m interval wholly on the null's side of the published value → *not reproduced*
-   (an interval wholly beyond it, in the claimed direction, is no evidence against the paper)
+   (an interval wholly beyond it, in the claimed direction, is no evidence against the paper); for a variance
+   ratio Brown–Forsythe must also reject the published ratio, as it must reject 1 for a rejection; in a two-look
+   design only at look 2, so that it is one test across the looks
 6. otherwise → *inconclusive (power P%)*, with the seeds per arm that would give 80%
 
 Tests per measure (:data:`MEASURES`): ``variance_ratio`` the F-test with Brown–Forsythe beside it (structural
@@ -53,6 +55,8 @@ from lib.core.stats import (
     variance_ratio_rule_power,
 )
 
+RECORD_DIGITS = 12  # significant digits of the typed verdict record: every decision's precision, and none of the
+# last bits in which float32 training on two CPUs (AVX2, AVX-512) may differ, so the record is the same on both
 ALPHA = 0.05  # two-sided, the family's level: each claim's tests, intervals and power are at ALPHA / m
 TARGET_POWER = 0.8  # "the design could have seen it"; also the seeds-needed target
 TELESCOPE_POWER = 0.33  # Simonsohn's small telescope: the effect the original design saw with 33% power
@@ -85,9 +89,38 @@ class Regime:
     def holds(self, value: float) -> bool:
         return value >= self.bound if self.at_least else value <= self.bound
 
+    def misses(self, value: float | None) -> bool:
+        """True where ``value`` was measured and the condition does not hold (an unmeasured value misses nothing:
+        the claim's row then says *not measured* or is read as it stands)."""
+        return value is not None and math.isfinite(value) and not self.holds(value)
+
     def text(self, value: float) -> str:
         sign = ("≥" if self.holds(value) else "<") if self.at_least else ("≤" if self.holds(value) else ">")
         return f"{self.measured} {value:.3g} {sign} {self.bound:g}"
+
+    def where(self) -> str:
+        """The condition as the paper column shows it: the paper's words and their tag."""
+        return f"{self.quote} {self.evidence}"
+
+
+@dataclass(frozen=True)
+class Conditions:
+    """Every condition the paper states for one claim, each a :class:`Regime` read on its own measured value: the
+    claim is in the paper's regime when each holds. A composite claim (a contrast of two datasets' or two levels'
+    variance ratios) inherits the conditions of its parts, so ``parts`` may hold the same kind of condition twice,
+    each ``measured`` naming the part it is read on. Its ``regime_value`` is a tuple, one value per part."""
+
+    parts: tuple[Regime, ...]
+
+    def misses(self, values) -> bool:
+        return values is not None and any(part.misses(v) for part, v in zip(self.parts, values))
+
+    def text(self, values) -> str:
+        """The conditions missed, each with its measured value."""
+        return "; ".join(part.text(v) for part, v in zip(self.parts, values) if part.misses(v))
+
+    def where(self) -> str:
+        return " and ".join(dict.fromkeys(part.where() for part in self.parts))  # a two-sided bound said once
 
 
 @dataclass(frozen=True)
@@ -105,9 +138,15 @@ class Claim:
     margin: float | None = None  # equivalence only: the difference that matters, ±margin [ours]
     published_text: str = ""  # the paper's value as the table shows it, when a number alone misleads
     seeds_parameters: tuple[str, ...] = ("seeds",)  # the notebook parameters that set the seeds of its arms
-    regime: Regime | None = None  # where the paper states the condition under which the claim holds
+    regime: Regime | Conditions | None = None  # the condition(s) the paper states for the claim, every one of them
     cells: tuple[tuple[tuple[str, object], ...], ...] = ()  # the runs-frame cells its arms are read from,
     # each as (column, value) pairs: what lib.decide extends to give the claim more seeds
+    planned_as: str = ""  # the name a recorded plan knows the claim by, where the claim was renamed after it
+
+    @property
+    def plan_key(self) -> str:
+        """The name plans, looks and lib.decide know the claim by: its quantity, or the one it was planned as."""
+        return self.planned_as or self.quantity
 
     def __post_init__(self):
         if self.kind == "check" and self.published is None:
@@ -159,7 +198,7 @@ class Assessment:
     p_holm: float = float("nan")
     verdict: str = ""
     level: float = ALPHA  # the two-sided level of ``ci`` and ``power``: ALPHA / m in a family of m
-    regime_value: float | None = None  # the study's measured value of ``claim.regime.measured``
+    regime_value: float | tuple | None = None  # the measured value of ``claim.regime`` (a tuple for Conditions)
     effect_sd: float = float("nan")  # the published effect in units of the SD the power uses (t-based measures)
     notes: dict = field(default_factory=dict)
     # (power, seeds_needed) and the interval at a given two-sided level: decide() asks them at ALPHA / m
@@ -172,9 +211,8 @@ class Assessment:
 
     @property
     def in_regime(self) -> bool:
-        """False only where the claim states a regime and the measured value misses it."""
-        regime, value = self.claim.regime, self.regime_value
-        return regime is None or value is None or not math.isfinite(value) or regime.holds(value)
+        """False only where the claim states a condition and a measured value misses it."""
+        return self.claim.regime is None or not self.claim.regime.misses(self.regime_value)
 
     def verdict_text(self) -> str:
         """The verdict as a table shows it, with what decided it where that is not the verdict alone."""
@@ -197,6 +235,33 @@ class Assessment:
             reasons.append(self.notes["look"])
         return f"{self.verdict} ({'; '.join(reasons)})" if reasons else self.verdict
 
+    def record(self) -> dict:
+        """The typed verdict record of this row, for every reader that decides something (lib.decide, the report's
+        counts): the claim's declaration and the numbers at :data:`RECORD_DIGITS` significant digits, the verdict as
+        a word of the grammar (:data:`VERDICTS`) apart from its reasons, each condition with its measured value.
+        Nothing reads the table's rounded text back."""
+        claim = self.claim
+
+        def number(x):
+            return None if x is None or not math.isfinite(float(x)) else float(f"{float(x):.{RECORD_DIGITS}g}")
+        regime = claim.regime
+        parts = () if regime is None else regime.parts if isinstance(regime, Conditions) else (regime,)
+        values = (self.regime_value if isinstance(regime, Conditions) else (self.regime_value,)) or ()
+        measured = self.measured and claim.kind == "claim"
+        return {"id": claim.plan_key, "quantity": claim.quantity, "kind": claim.kind, "measure": claim.measure,
+                "family": claim.family, "evidence": claim.evidence, "published": number(claim.published),
+                "null": number(claim.null_value) if claim.published is not None else None,
+                "margin": number(claim.margin), "n": list(self.n), "estimate": number(self.estimate),
+                "ci": [number(x) for x in self.ci] if measured else None, "level": number(self.level),
+                "p": number(self.p), "p_holm": number(self.p_holm), "power": number(self.power),
+                "seeds_needed": self.seeds_needed, "effect_sd": number(self.effect_sd),
+                "verdict": self.verdict, "verdict_text": self.verdict_text(),
+                "conditions": [{"measured": part.measured, "bound": part.bound, "at_least": part.at_least,
+                                "value": number(value) if value is not None else None,
+                                "holds": None if value is None or not math.isfinite(value) else bool(part.holds(value))}
+                               for part, value in zip(parts, values)],
+                "cells": [dict(cell) for cell in claim.cells], "seeds_parameters": list(claim.seeds_parameters)}
+
     def row(self, digits: int = 3) -> dict:
         """The verdict-table row: ours with its interval and the interval's level, the paper's, p (raw and Holm),
         power, seeds needed, and the row's ``kind`` (claim or check). A check's text (``notes["ours"]``) stands
@@ -213,12 +278,13 @@ class Assessment:
         if claim.measure == "equivalence" and claim.kind == "claim":
             paper += f"; equivalent within ±{claim.margin:g} [ours]"
         if claim.regime is not None:
-            paper += f"; holds where {claim.regime.quote} {claim.regime.evidence}"
+            paper += f"; holds where {claim.regime.where()}"
         if claim.kind == "check":  # a check tests no published claim: no p, power or seeds to show
             return {"quantity": claim.quantity, "ours": ours, "ci_level": "–", "paper": paper,
                     "evidence": claim.evidence, "n": " vs ".join(map(str, self.n)) or "–", "p": "–", "p_holm": "–",
                     "power": "–", "seeds_needed": "–", "verdict": "check", "kind": "check", "seeds_parameters": "",
-                    "measure": "–", "level": "–", "effect_sd": "–", "cells": "", "published": "–"}
+                    "measure": "–", "level": "–", "effect_sd": "–", "cells": "", "published": "–", "plan_key": "",
+                    "record": json.dumps(self.record(), ensure_ascii=False)}
         return {"quantity": claim.quantity, "ours": ours,
                 "ci_level": f"{100 * (1 - self.level):.3g}%" if self.measured else "–", "paper": paper,
                 "evidence": claim.evidence, "n": " vs ".join(map(str, self.n)) or "–",
@@ -228,7 +294,8 @@ class Assessment:
                 "seeds_parameters": ",".join(claim.seeds_parameters), "measure": claim.measure,
                 "level": f"{self.level:.6g}" if self.measured else "–",
                 "effect_sd": g(self.effect_sd), "cells": json.dumps([dict(cell) for cell in claim.cells]),
-                "published": "–" if claim.published is None else f"{claim.published:.6g}"}
+                "published": "–" if claim.published is None else f"{claim.published:.6g}", "plan_key": claim.plan_key,
+                "record": json.dumps(self.record(), ensure_ascii=False)}
 
 
 # ------------------------------------------------------------------------------ the unit: one number per seed
@@ -292,8 +359,11 @@ def _variance_ratio(claim: Claim, a: np.ndarray, b: np.ndarray, sd_floor: float 
         return (variance_ratio_rule_power(claim.published, a.size, b.size, alpha),
                 _seeds_needed(lambda n: variance_ratio_rule_power(claim.published, n, n, alpha), start=3))
     p = max(p_f, p_bf) if math.isfinite(p_bf) else p_f  # two seeds leave Brown–Forsythe one deviation an arm
+    # *not reproduced* takes the same two tests against the published ratio: the F interval, and Brown–Forsythe on
+    # the arms rescaled so that the published ratio is their null (a / sqrt(R) against b)
+    p_bf_published = float(brown_forsythe_p(a[None, :] / math.sqrt(claim.published), b[None, :])[0])
     return dict(estimate=r, p=p, interval_at=interval_at, power_at=power_at,
-                notes={"p_f": p_f, "p_brown_forsythe": p_bf})
+                notes={"p_f": p_f, "p_brown_forsythe": p_bf, "p_brown_forsythe_published": p_bf_published})
 
 
 def _welch(a: np.ndarray, b: np.ndarray, null: float) -> tuple[float, Callable, float]:
@@ -461,7 +531,7 @@ def telescope_effect(claim: Claim, sd: float | None = None) -> float | None:
             else claim.null_value + shift)
 
 
-def evaluate(claim: Claim, a=None, b=None, *, regime_value: float | None = None,
+def evaluate(claim: Claim, a=None, b=None, *, regime_value: float | tuple | None = None,
              sd_floor: float | None = None) -> Assessment:
     """Test ``claim`` on the seed-level observations ``a`` (and ``b``, for two arms): each a mapping seed ->
     number. Fewer than two finite observations in an arm leave it unmeasured. ``regime_value``: the study's
@@ -521,7 +591,7 @@ def contrast_power(effect: float, sizes: list[tuple[int, int]], alpha: float = A
     return float(reference.cdf_at(lo - effect) + 1 - reference.cdf_at(hi - effect))
 
 
-def evaluate_contrast(claim: Claim, first: tuple, others: list[tuple], *, regime_value: float | None = None
+def evaluate_contrast(claim: Claim, first: tuple, others: list[tuple], *, regime_value: float | tuple | None = None
                       ) -> Assessment:
     """Test a ``vr_contrast`` claim: ``first`` and each of ``others`` a pair of seed-level arms (mappings seed ->
     number), e.g. (clamp, subtract) on one dataset. The estimate is VR_first / geometric mean of the others' VRs,
@@ -608,6 +678,8 @@ def verdict(assessment: Assessment, rejects: bool) -> str:
         reaches = hi >= claim.published if claim.direction > 0 else lo <= claim.published
         return "reproduced" if reaches else "reproduced, smaller"
     short = hi < claim.published if claim.direction > 0 else lo > claim.published  # wholly on the null's side
+    if short and claim.measure == "variance_ratio":  # the robust rule, as for a rejection: both tests exclude it
+        short = assessment.notes.get("p_brown_forsythe_published", 1.0) < assessment.level
     return "not reproduced" if short else "inconclusive"
 
 
@@ -630,9 +702,9 @@ def decide(assessments: list[Assessment], looks: Mapping[str, Look] | None = Non
     at that level is the one whose exclusion of a value the family's error rate covers, and the power there the
     least the claim has under the correction its p actually gets.
 
-    ``looks``: the claims (by quantity) of a two-look design (lib.decide) and the look they are read at: each is
-    decided by its raw p against that look's boundary, its interval at that nominal level, its power the design's
-    planned two-look power, and its verdict names the boundary."""
+    ``looks``: the claims (by :attr:`Claim.plan_key`) of a two-look design (lib.decide) and the look they are read
+    at: each is decided by its raw p against that look's boundary, its interval at that nominal level, its power the
+    design's planned two-look power, and its verdict names the boundary."""
     looks = looks or {}
     p_holm = [float("nan")] * len(assessments)
     decided = list(assessments)
@@ -643,7 +715,7 @@ def decide(assessments: list[Assessment], looks: Mapping[str, Look] | None = Non
     for members in families.values():
         level = ALPHA / len(members)
         for i, adjusted in zip(members, holm([assessments[i].p for i in members])):
-            look = looks.get(assessments[i].claim.quantity)
+            look = looks.get(assessments[i].claim.plan_key)
             here = level if look is None else look.level
             a = replace(assessments[i], level=here)
             if a.interval_at is not None:
@@ -657,9 +729,13 @@ def decide(assessments: list[Assessment], looks: Mapping[str, Look] | None = Non
                 a = replace(a, power=look.design.planned_power, seeds_needed=look.design.n2,
                             notes={**a.notes, "look": look.text()})
             decided[i] = replace(a, notes={**a.notes, **_decided_by(a)})
-    return [replace(a, p_holm=ph, verdict=verdict(a, ph < ALPHA if math.isfinite(ph) else
-                                                  a.p < (a.level if a.claim.quantity in looks else ALPHA)))
-            for a, ph in zip(decided, p_holm)]
+    out = [replace(a, p_holm=ph, verdict=verdict(a, ph < ALPHA if math.isfinite(ph) else
+                                                 a.p < (a.level if a.claim.plan_key in looks else ALPHA)))
+           for a, ph in zip(decided, p_holm)]
+    # *not reproduced* is read at a design's last look only: at look 1 of a planned claim it decides nothing yet, so
+    # that across the looks it is one test at its level (a look-1 *not reproduced* and a look-2 one would be two)
+    return [replace(a, verdict="inconclusive") if a.verdict == "not reproduced" and a.claim.plan_key in looks
+            and looks[a.claim.plan_key].number == 1 else a for a in out]
 
 
 # Each verdict's CSS class and colour: the report's badges and row marks, and the notebooks' verdict tables.

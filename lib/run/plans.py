@@ -12,19 +12,25 @@ study's own runs folder with ``extra.plan`` = the plan id.
 A claim's look 2 is read only when every run the plan gives its arms has a finished record, and then on its
 planned seeds alone (:func:`two_looks`): a look read on part of its seeds, or on more, would be a look that no
 boundary accounts for.
+
+A plan comes before its runs. :func:`write_plan` refuses a design any of whose runs already has a record, unless
+the design names it under ``excluded``; and a plan is read without every run whose record was written before the
+plan (one shipped plan, 78732a2131d025fb, was written after 8 of its runs, another plan's, had finished): its look 2
+then holds that many fewer seeds, and its boundary spends the rest of α at the information it does hold
+(:func:`lib.core.sequential.look_two_boundary`).
 """
 from __future__ import annotations
 
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
 import pandas as pd
 
-from lib.core.sequential import Boundaries, Look
+from lib.core.sequential import Boundaries, Look, look_two_boundary
 from lib.run.files import atomic_write_text
 from lib.run.provenance import environment
 from lib.run.results import (
@@ -42,13 +48,27 @@ def plans_dir(results: os.PathLike | str, profile: str) -> Path:
     return Path(results) / "plans" / profile
 
 
+class PlanAfterRunsError(ValueError):
+    """A plan whose runs already have records: it would be a look chosen after seeing them."""
+
+
 def write_plan(results: os.PathLike | str, profile: str, design: dict) -> dict:
     """Record ``design`` (``{"studies": {study: {"claims": [...], "runs": [...]}}, ...}``) as a plan of
-    ``profile``; returns the plan with its id. Writing the same design again changes nothing."""
+    ``profile``; returns the plan with its id. Writing the same design again changes nothing. A design any of whose
+    runs already has a record is refused (:class:`PlanAfterRunsError`) unless the design lists that run id under
+    ``excluded``, which the reading leaves out."""
     plan_id = config_hash({"profile": profile, **design})
     path = plans_dir(results, profile) / f"{plan_id}.json"
     if path.exists():
         return json.loads(path.read_text(encoding="utf-8"))
+    excluded = set(design.get("excluded", ()))
+    for study, part in design["studies"].items():
+        store = ResultsStore(results, study, profile)
+        early = [run["run_id"] for run in part["runs"] if run["run_id"] not in excluded and store.load(run["run_id"])]
+        if early:
+            raise PlanAfterRunsError(f"plan {plan_id} of {study}: {len(early)} of its runs already have a record "
+                                     f"({', '.join(early[:3])}{', ...' if len(early) > 3 else ''}); a plan is written "
+                                     "before its runs: plan other seeds, or list these under 'excluded'")
     plan = {"schema_version": SCHEMA_VERSION, "plan_id": plan_id, "profile": profile, **design,
             "environment": environment(exclude=[results_folder(Path(results))]), "written_at": utc_now()}
     atomic_write_text(path, json.dumps(plan, sort_keys=True, indent=2, ensure_ascii=True, allow_nan=False) + "\n")
@@ -72,6 +92,7 @@ class PlannedClaim:
     runs: tuple[str, ...]  # the run ids look 2 adds to its arms
     finished: int  # how many of them have a finished record
     look1: dict  # its verdict and p at look 1, as the plan found them
+    excluded: tuple[str, ...] = ()  # its planned runs recorded before the plan was written: left out of look 2
 
     @property
     def complete(self) -> bool:
@@ -80,7 +101,9 @@ class PlannedClaim:
     def look_text(self) -> str:
         """The verdict table's ``look`` column for this claim; :func:`look_progress` reads it back."""
         if self.complete:
-            return f"2 of 2 (plan {self.plan_id})"
+            left_out = (f"; {len(self.excluded)} run(s) recorded before the plan left out, {self.design.n2} seeds"
+                        if self.excluded else "")
+            return f"2 of 2 (plan {self.plan_id}{left_out})"
         return (f"1 of 2 (look 2: {self.design.n1} → {self.design.n2} seeds per arm, {self.finished} of "
                 f"{len(self.runs)} runs; plan {self.plan_id})")
 
@@ -121,11 +144,17 @@ def extension(store: ResultsStore) -> Extension:
         finished = {r["run_id"] for r in done}
         out.records += [r for r in done if r["run_id"] not in seen]
         seen |= finished
+        early = {r["run_id"] for r in done if r["written_at"] < plan["written_at"]} | set(plan.get("excluded", ()))
         for claim in part["claims"]:
             design = Boundaries(claim["n1"], claim["n2"], claim["alpha"], claim["level1"], claim["level2"],
                                 claim["planned_power"])
-            out.claims.append(PlannedClaim(claim["quantity"], plan["plan_id"], design, tuple(claim["runs"]),
-                                           sum(run_id in finished for run_id in claim["runs"]), claim["look1"]))
+            runs = tuple(run_id for run_id in claim["runs"] if run_id not in early)
+            excluded = tuple(run_id for run_id in claim["runs"] if run_id in early)
+            if excluded:  # the arm that lost them holds at most n2 - len(excluded) seeds: read at that information
+                design = replace(look_two_boundary(design.n1, design.n2 - len(excluded), design.alpha, design.level1),
+                                 planned_power=design.planned_power)
+            out.claims.append(PlannedClaim(claim["quantity"], plan["plan_id"], design, runs,
+                                           sum(run_id in finished for run_id in runs), claim["look1"], excluded))
     return out
 
 
@@ -142,6 +171,11 @@ def two_looks(table_of: Callable[[pd.DataFrame, dict], pd.DataFrame], runs: pd.D
     that row replaces its look-1 row (a claim found at look 1 but not once at look 2 is an error, never a row
     labelled look 2 that was read at look 1). The ``look`` column says at which look a row was read."""
     shipped = runs[~runs.run_id.isin(ext.run_ids)]
+
+    def rows_of(frame: pd.DataFrame, c: PlannedClaim) -> pd.Index:  # a claim's rows, by the name its plan knows
+        keys = frame.plan_key if "plan_key" in frame else frame.quantity
+        return frame.index[keys == c.quantity]
+
     table = table_of(shipped, {c.quantity: Look(c.design, 1) for c in ext.claims if not c.complete})
     table["look"] = ["1" if kind == "claim" else "–" for kind in table.kind]
     complete = [c for c in ext.claims if c.complete]
@@ -151,8 +185,8 @@ def two_looks(table_of: Callable[[pd.DataFrame, dict], pd.DataFrame], runs: pd.D
         second = table_of(runs[runs.run_id.isin(set(shipped.run_id) | ids)],
                           {c.quantity: Look(c.design, 2) for c in group})
         for c in group:
-            row = second[second.quantity == c.quantity]
-            where = table.index[table.quantity == c.quantity]
+            row = second.loc[rows_of(second, c)]
+            where = rows_of(table, c)
             if not len(where):  # a claim the study's table no longer makes: no row to read again
                 continue
             if len(row) != 1 or len(where) != 1:  # never label a row look 2 that was not read there
@@ -161,7 +195,7 @@ def two_looks(table_of: Callable[[pd.DataFrame, dict], pd.DataFrame], runs: pd.D
                                  "each: a claim's name must not depend on the runs of its look")
             table.loc[where[0], row.columns] = row.iloc[0].values
     for c in ext.claims:
-        table.loc[table.quantity == c.quantity, "look"] = c.look_text()
+        table.loc[rows_of(table, c), "look"] = c.look_text()
     return table
 
 

@@ -360,10 +360,27 @@ class ResultsStore:
         return self.table_path
 
     def write_frame(self, name: str, frame) -> Path:
-        """Atomically write an analysis table to ``<root>/tables/<study>_<profile>_<name>.csv``."""
+        """Atomically write an analysis table to ``<root>/tables/<study>_<profile>_<name>.csv``. A verdict table (one
+        with a ``record`` column, :meth:`lib.core.verdicts.Assessment.record`) also writes its typed records, each
+        with the look it was read at, to ``<study>_<profile>_verdicts.json`` (:meth:`verdict_records`), and the CSV
+        stays the reader's table without them."""
         path = self.table_path.with_name(f"{self.study}_{self.profile}_{_check_name('name', name)}.csv")
+        if "record" in frame:
+            records = [{**json.loads(text), "look": look} for text, look in
+                       zip(frame["record"], frame["look"] if "look" in frame else [None] * len(frame))]
+            atomic_write_text(self.verdicts_path, json.dumps(records, indent=1, ensure_ascii=False) + "\n")
+            frame = frame.drop(columns="record")
         atomic_write_text(path, frame.to_csv(index=False, lineterminator="\n"))
         return path
+
+    @property
+    def verdicts_path(self) -> Path:
+        return self.table_path.with_name(f"{self.study}_{self.profile}_verdicts.json")
+
+    def verdict_records(self) -> list[dict] | None:
+        """The typed verdict records the study's notebook last wrote at this profile (None where it wrote none)."""
+        path = self.verdicts_path
+        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
     # ---- migration
 

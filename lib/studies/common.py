@@ -41,12 +41,21 @@ def ease_regime(published_accuracy: float, evidence: str = "[summary]") -> verdi
                            f"{EASE_TOLERANCE:g} points [ours])", evidence)
 
 
+def accuracy_near(published_accuracy: float, evidence: str) -> tuple[verdicts.Regime, verdicts.Regime]:
+    """The two halves of "a point is matched by the accuracy it reaches" for a hard point of the difficulty sweep:
+    our accuracy within :data:`EASE_TOLERANCE` points of the paper's, above and below."""
+    quote = f"accuracy about {published_accuracy:g}% (ours within {EASE_TOLERANCE:g} points [ours])"
+    return (verdicts.Regime(ACCURACY_MEASURED, published_accuracy - EASE_TOLERANCE, quote, evidence),
+            verdicts.Regime(ACCURACY_MEASURED, published_accuracy + EASE_TOLERANCE, quote, evidence, at_least=False))
+
+
 def mean_accuracy(frame: pd.DataFrame | None) -> float | None:
-    """The accuracy an ease condition is read against: the mean top-1 (%) of a dataset's or level's finished runs,
-    each seed's arms averaged first (None without any)."""
+    """The accuracy an ease condition is read against: the mean top-1 (%) of a dataset's or level's finished runs of
+    the two arms (:data:`ARMS`), each seed's arms averaged first (None without any)."""
     if frame is None or not len(frame):
         return None
     ok = frame[frame.status == "ok"] if "status" in frame else frame
+    ok = ok[ok.margin_mode.isin(ARMS)]  # the comparison's two arms, as the verdict reads them
     per_seed = ok.groupby("seed").top1.mean()
     per_seed = per_seed[np.isfinite(per_seed)]
     return 100 * float(per_seed.mean()) if len(per_seed) else None
