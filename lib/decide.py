@@ -140,7 +140,7 @@ def candidates(profile: str, *, results_dir: str = "results", only: list[str] | 
                 study, record["quantity"], record["measure"], record["verdict"], _number(record["p"]),
                 _number(record["level"]), min(record["n"], default=0), _effect(record), record["cells"],
                 record["seeds_parameters"], record["quantity"].startswith(study.module.HEADLINE),
-                plan_key=record["id"])
+                plan_key=record["plan_key"])
             candidate.why_not = _why_not(candidate, planned)
             if not candidate.why_not:
                 measured = measured or _median_seconds(study, store)

@@ -331,7 +331,7 @@ def test_lib_decide_reads_the_typed_records_never_the_readers_table(monkeypatch)
     def seen(c):
         return (None if math.isnan(c.p) else c.p), c.n1, c.verdict, c.why_not
     before = {c.key: seen(c) for c in decide.candidates("cpu", only=["04"])}
-    records = {r["id"]: r for r in json.loads((PROJECT_ROOT / "results" / "tables" /
+    records = {r["plan_key"]: r for r in json.loads((PROJECT_ROOT / "results" / "tables" /
                                                "04_embedding_norms_cpu_verdicts.json").read_text())}
 
     def unreadable(*args, **kwargs):

@@ -36,11 +36,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping
 
 import numpy as np
 import pandas as pd
+from scipy import integrate as _integrate
 from scipy import optimize as _opt
 from scipy import stats as _st
 from statsmodels.stats.multitest import multipletests
@@ -124,6 +126,29 @@ class Conditions:
 
 
 @dataclass(frozen=True)
+class Statement:
+    """A paper's claim, declared once in its study's module (``STATEMENTS``), for review beside what we measure:
+    docs/claims.md is generated from them (``python -m lib.studies.claims``). ``id`` is stable and names the rows and
+    the typed records of every :class:`Claim` built for it (``Claim.id``: the statement's id, then ``:`` and the
+    part of a claim that repeats per method, dataset or batch size); ``paper`` the paper's statement as
+    docs/studies.md gives it, with its ``evidence`` tag; ``ours`` the quantity we measure and how it maps onto the
+    paper's (every stand-in named: dataset, scale, epoch); ``conditions`` every condition the paper states for it,
+    either way (lib.studies.common's regimes read them), or why none applies; ``decided`` the statement that decides
+    it where it is the same experiment as another study's."""
+
+    id: str
+    paper: str
+    evidence: str
+    ours: str
+    conditions: str = "none stated"
+    decided: str = ""
+
+    def __post_init__(self):
+        if not re.fullmatch(r"s[1-6]\.[a-z0-9_]+", self.id):
+            raise ValueError(f"id={self.id!r}: a statement id is s<study>.<name>, lower case, e.g. s2.fmnist_vr")
+
+
+@dataclass(frozen=True)
 class Claim:
     """A published claim, declared once: what is measured, the paper's value, the null and the family."""
 
@@ -142,6 +167,7 @@ class Claim:
     cells: tuple[tuple[tuple[str, object], ...], ...] = ()  # the runs-frame cells its arms are read from,
     # each as (column, value) pairs: what lib.decide extends to give the claim more seeds
     planned_as: str = ""  # the name a recorded plan knows the claim by, where the claim was renamed after it
+    id: str = ""  # its statement's id (Statement.id), with ":" and the part that repeats per method, set or batch
 
     @property
     def plan_key(self) -> str:
@@ -248,7 +274,8 @@ class Assessment:
         parts = () if regime is None else regime.parts if isinstance(regime, Conditions) else (regime,)
         values = (self.regime_value if isinstance(regime, Conditions) else (self.regime_value,)) or ()
         measured = self.measured and claim.kind == "claim"
-        return {"id": claim.plan_key, "quantity": claim.quantity, "kind": claim.kind, "measure": claim.measure,
+        return {"id": claim.id or claim.plan_key, "plan_key": claim.plan_key, "quantity": claim.quantity,
+                "kind": claim.kind, "measure": claim.measure,
                 "family": claim.family, "evidence": claim.evidence, "published": number(claim.published),
                 "null": number(claim.null_value) if claim.published is not None else None,
                 "margin": number(claim.margin), "n": list(self.n), "estimate": number(self.estimate),
@@ -396,10 +423,27 @@ def _two_sample_power(effect: float, sd: float, n_a: int, n_b: int, alpha: float
 
 
 def _t_power(solver, alpha: float, **kwargs) -> float:
-    """statsmodels' power of a t-test at the two-sided level ``alpha``, which returns NaN where the noncentral
-    t's tail underflows (d ≈ 10 at n = 5): there the power is 1 to double precision."""
+    """statsmodels' power of a t-test at the two-sided level ``alpha``. Where it returns NaN (scipy's noncentral t
+    fails at a large noncentrality and few degrees of freedom: d = 6.4 at 3 vs 3 seeds, where the power is 0.99,
+    not 1), the power is :func:`noncentral_t_power`'s, from the test's own noncentrality and df."""
     power = float(solver.power(alpha=alpha, **kwargs))
-    return 1.0 if math.isnan(power) and kwargs["effect_size"] > 1 else power
+    if not math.isnan(power):
+        return power
+    d = kwargs["effect_size"]
+    if "nobs1" in kwargs:  # two samples
+        n_a, n_b = kwargs["nobs1"], kwargs["nobs1"] * kwargs.get("ratio", 1.0)
+        return noncentral_t_power(d * math.sqrt(n_a * n_b / (n_a + n_b)), n_a + n_b - 2, alpha)
+    return noncentral_t_power(d * math.sqrt(kwargs["nobs"]), kwargs["nobs"] - 1, alpha)
+
+
+def noncentral_t_power(noncentrality: float, df: float, alpha: float) -> float:
+    """P(|T| > t_{1-α/2}(df)) for T = (Z + δ) / sqrt(V / df), V ~ χ²(df): the normal tails integrated over V."""
+    crit = _st.t.ppf(1 - alpha / 2, df)
+
+    def integrand(v):
+        s = crit * math.sqrt(v / df)
+        return (_st.norm.sf(s - noncentrality) + _st.norm.cdf(-s - noncentrality)) * _st.chi2.pdf(v, df)
+    return float(min(1.0, _integrate.quad(integrand, 0, np.inf, epsabs=1e-12, limit=200)[0]))
 
 
 def _seeds_needed(power_at, start: int = 2) -> int | None:

@@ -12,6 +12,9 @@ and profile select the folder, not the hash. A variant's store has the same layo
 canonical run by copying its record (``copy_finished``). ``FINISHED_STATUSES = ("ok", "diverged")``: a finished
 run is skipped (``is_finished``); a "failed" one runs again. A corrupt record warns (``ResultsStoreWarning``) and
 counts as absent; a failed write raises ``ResultsStoreError`` and leaves the target as it was.
+
+The module runs past 400 lines because the store is one contract: the hashing, the record, its validation,
+the tables and the typed verdict records a verdict table writes beside its CSV.
 """
 from __future__ import annotations
 
