@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -45,6 +45,7 @@ dose_m0: float = 0.2  # layer-0 margin of the dose-response probe [summary]
 dose_seeds: Optional[int] = None  # clamp seeds at dose_m0 (0 skips the probe)
 trajectory_seeds: Optional[int] = None  # seeds per arm of the layer-0-alone trajectory runs (0 skips them)
 trajectory_epochs: Optional[int] = None  # epochs of the layer-0-alone trajectory runs
+operating_points: Optional[list] = None  # operating points read beside the shipped setting: car-matched ([] for none)
 m0: Optional[float] = None  # layer-0 margin (CFFConfig: 0.4 [code])
 m_last: Optional[float] = None  # last-layer margin; linear in between (CFFConfig: 0.1 [code])
 temperature: Optional[float] = None  # contrastive temperature (CFFConfig: 0.15 [code])
@@ -229,11 +230,15 @@ else:
 # interval wholly on the null's side of it; fewer than 3 seeds an arm decide nothing; *inconclusive* gives the
 # power the design had and the seeds it would take. The published "no mean difference" is tested for equivalence
 # within ±1 point [ours] (TOST). The gradient-norm and CAR rows compare our final epoch (the paper's epoch is
-# unknown). Checks of our own come last and are never counted as reproductions. Profiles below `paper` use a
-# reduced model and far fewer epochs: a verdict there is a statement about this scale, not about the paper.
+# unknown). An operating point of the profile (`operating_points`, found by `python -m lib.regime`) reads the VR, the
+# mean difference and the gradient ratio again where the clamp arm's CAR reaches the paper's regime, beside the rows
+# at the scaled-down original settings. Checks of our own come last and are never counted as reproductions.
+# Profiles below `paper` use a reduced model and far fewer epochs: a verdict there is a statement about this scale,
+# not about the paper.
 
 # %% tags=["findings"]
-comparison = study.paper_vs_reproduced(out, trajectory)
+comparison = nb.two_looks(lambda runs, looks: study.paper_vs_reproduced(study.analyze(runs, settings), trajectory,
+                                                                         looks=looks), records)
 comparison_path = store.write_frame("paper_vs_reproduced", comparison)
 display(comparison)
 

@@ -9,6 +9,7 @@ numbers imply.
 """
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -338,6 +339,31 @@ def test_study1_opposite_direction_is_contradicted_by_the_numbers_in_the_papers_
     grad = _row(table, "layer-0 gradient norm").verdict
     assert grad == "contradicted" if car >= 0.5 else grad.startswith("not in the paper's regime")
     assert _row(table, "dose-response").verdict == "not measured"  # no dose runs planted
+
+
+def test_study1_an_operating_point_reads_the_claims_again_beside_the_shipped_rows(s1):
+    """An operating point of the profile (issue 49): its runs (epochs 2 here, the point's override) are kept out of
+    the shipped factorial, and the VR, the mean difference and the gradient ratio are read on them again, in the same
+    family, each row named by the point; there the clamp arm's CAR (60%) meets the regime that the shipped runs
+    (30%) miss, so the shipped rows keep *not in the paper's regime* and the point's rows are judged."""
+    s = {**s1, "operating_points": ["car-matched"]}
+    shipped = factorial_runs(car=(0.30, 0.15))
+    point = pd.DataFrame([dict(r, operating_point="car-matched")
+                          for mode, (mean, sd), car in (("clamp", (0.52, 0.03), 0.60), ("subtract", (0.50, 0.01), 0.3))
+                          for r in arm_rows(mode, mean, sd, car=car, epochs=2)])
+    runs = pd.concat([shipped.assign(operating_point=""), point], ignore_index=True)
+    out = margin_factorial.analyze(runs, s)
+    assert len(out["seeds"]) == 2 * SEEDS and len(out["operating_points"]["car-matched"]) == 2 * SEEDS
+    table = margin_factorial.paper_vs_reproduced(out)
+    assert _row(table, margin_factorial.HEADLINE).verdict.startswith("not in the paper's regime")
+    vr = _row(table, "[car-matched: epochs 2] VR = Var(clamp)/Var(subtract)")
+    assert vr.ours.startswith("9 [") and not vr.verdict.startswith("not in the paper's regime")
+    assert vr.level == _row(table, margin_factorial.HEADLINE).level  # one family: both read at α / m
+    grad = _row(table, "[car-matched: epochs 2] layer-0 gradient norm")
+    assert "final epoch (2)" in grad.quantity and json.loads(grad.record)["id"] == "s1.grad:car-matched"
+    assert json.loads(vr.cells) == [{"margin_mode": "clamp", "operating_point": "car-matched"},
+                                    {"margin_mode": "subtract", "operating_point": "car-matched"}]
+    assert _row(table, "[car-matched: epochs 2] layer-0 clamp activation rate").ours.startswith("60 [")
 
 
 def test_study1_table_without_runs_says_not_measured():
