@@ -573,3 +573,31 @@ def test_the_numerics_key_names_the_cpu_flags_that_mkl_and_onednn_dispatch_by(tm
         "cpu_flags: avx avx2 fma (recorded) vs avx avx2 fma avx512f avx512bw (here)"]
     older = {k: v for k, v in here.items() if k != "cpu_flags"}
     assert P.numerics_differences(older, here, keys=here)[0].startswith("cpu_flags: not recorded")
+
+
+def test_a_run_another_study_computed_is_recorded_from_it_not_trained_again(tmp_path):
+    """One experiment, trained once: study 2's MNIST entry at cpu (train_subset 9,000) computes what study 3's easiest
+    level computed (train_subset 0: all 9,000 images the split leaves), so the store finds study 3's record for it and
+    a sweep records it from there, naming the source; a smaller subset is another experiment."""
+    import json as _json
+    import shutil
+
+    from lib import PROJECT_ROOT
+    shipped = ResultsStore(PROJECT_ROOT / "results", "03_difficulty_sweep", "cpu")
+    level0 = next(r for r in shipped.records()
+                  if (r["config"]["aug_level"], r["config"]["seed"], r["config"]["margin_mode"]) == (0, 0, "clamp")
+                  and "plan" not in r["extra"])
+    folder = tmp_path / "runs" / "03_difficulty_sweep" / "cpu"
+    folder.mkdir(parents=True)
+    shutil.copy(shipped.path(level0["run_id"]), folder)
+    study2 = ResultsStore(tmp_path, "02_cross_dataset_reversal", "cpu")
+    config = {**level0["config"], "train_subset": 9000}
+    assert level0["metrics"]["train_images"] == 9000
+    assert study2.same_computation(config)["run_id"] == level0["run_id"]
+    assert study2.same_computation({**config, "train_subset": 5000}) is None  # fewer images: another experiment
+    assert study2.adopt_same_computations([config, {**config, "train_subset": 5000}]) == [study2.run_id(config)]
+    adopted = study2.load(study2.run_id(config))
+    assert adopted["config"] == config and adopted["metrics"] == level0["metrics"]
+    assert adopted["extra"]["same_computation"] == f"03_difficulty_sweep/{level0['run_id']}"
+    assert _json.loads(study2.path(study2.run_id(config)).read_text())["environment"] == level0["environment"]
+    assert study2.is_finished(config)

@@ -14,7 +14,8 @@ run is skipped (``is_finished``); a "failed" one runs again. A corrupt record wa
 counts as absent; a failed write raises ``ResultsStoreError`` and leaves the target as it was.
 
 The module runs past 400 lines because the store is one contract: the hashing, the record, its validation,
-the tables and the typed verdict records a verdict table writes beside its CSV.
+the tables, the typed verdict records a verdict table writes beside its CSV, and the runs another study computed
+already (``same_computation``), which a sweep records instead of training them again.
 """
 from __future__ import annotations
 
@@ -270,6 +271,53 @@ class ResultsStore:
                 atomic_write_text(self.path(run_id), source.path(run_id).read_text(encoding="utf-8"))
                 copied.append(run_id)
         return copied
+
+    def same_computation(self, config: Any) -> dict | None:
+        """A finished record of another study at this profile whose run computed what ``config`` computes, or None:
+        the same config (at the paper profile study 2's SVHN entry and study 3's easiest level are one config), or
+        one apart only in ``train_subset`` where the other run took every image it could (``train_subset`` 0, its
+        ``train_images`` T) and ``config`` asks for at least T (at cpu, study 2's MNIST entry at 9,000 images
+        against study 3's easiest level, which trains on all 9,000)."""
+        config = plain_json(as_dict(config), "config")
+        candidates = [config]
+        if config.get("train_subset"):
+            candidates.append({**config, "train_subset": 0})
+        folders = sorted((self.root / "runs").glob(f"*/{self.profile}")) if (self.root / "runs").is_dir() else []
+        for folder in folders:
+            if folder.parent.name == self.study:
+                continue
+            other = ResultsStore(self.root, folder.parent.name, self.profile)
+            for candidate in candidates:
+                rec = other.load(self.run_id(candidate))
+                if rec is None or rec["status"] not in FINISHED_STATUSES or \
+                        config_json(rec["config"]) != config_json(candidate):
+                    continue
+                if candidate is config or config["train_subset"] >= rec["metrics"].get("train_images", math.inf):
+                    return rec
+        return None
+
+    def adopt_same_computations(self, configs: Iterable[Any]) -> list[str]:
+        """Record here, without training, each of ``configs`` this store lacks that another study's run computed
+        (:meth:`same_computation`): that record's metrics, timings and environment under this config, with
+        ``extra.same_computation`` naming it (``<study>/<run_id>``), so that one experiment is trained once. The run
+        ids adopted."""
+        adopted = []
+        for config in configs:
+            if self.is_finished(config):
+                continue
+            found = self.same_computation(config)
+            if found is None:
+                continue
+            cfg = plain_json(as_dict(config), "config")
+            run_id = self.run_id(cfg)
+            raw = json.loads(ResultsStore(self.root, found["study"], self.profile).path(found["run_id"])
+                             .read_text(encoding="utf-8"))
+            raw.update(study=self.study, run_id=run_id, config_hash=run_id, config=cfg, written_at=utc_now(),
+                       extra={**raw["extra"], "same_computation": f"{found['study']}/{found['run_id']}"})
+            text = json.dumps(raw, sort_keys=True, indent=2, ensure_ascii=True, allow_nan=False)
+            atomic_write_text(self.path(run_id), text + "\n")
+            adopted.append(run_id)
+        return adopted
 
     def remove_stale_temp_files(self) -> list[Path]:
         """Delete the temp files of writers on this host that were killed mid-write (module docstring)."""

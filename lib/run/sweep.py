@@ -163,7 +163,8 @@ REFRESH_S = 1.0  # how often the sweep's process passes on its workers' progress
 def run_sweep(store: ResultsStore, configs: list[dict], train_fn: Callable, *, workers: int = 1,
               force: bool = False, data_root: str | None = None, progress: bool | None = None,
               device: str = "cpu", batched_fn: Callable | None = None, extra: dict | None = None) -> list[dict]:
-    """Run every config that has no finished record (all of them if ``force``); return all records.
+    """Run every config that has no finished record (all of them if ``force``); return all records. A config that
+    another study's run computed already is recorded from that run instead (``ResultsStore.adopt_same_computations``).
 
     ``workers > 1`` runs configs in that many processes, with the machine's cores divided among
     them so that they do not fight over threads. With ``batched_fn`` (meant for a GPU ``device``) the
@@ -176,6 +177,8 @@ def run_sweep(store: ResultsStore, configs: list[dict], train_fn: Callable, *, w
         raise ValueError(f"workers={workers!r} is not allowed: an integer >= 1")
     store.remove_stale_temp_files()  # left by a sweep killed mid-write; its process is gone
     unique = {store.run_id(c): c for c in configs}
+    if not force:  # a run another study computed already is recorded from it, not trained again
+        store.adopt_same_computations(unique.values())
     todo = [c for c in unique.values() if force or not store.is_finished(c)]
     sweep = Sweep(len(todo), f"{store.study} [{store.profile}]", enabled=progress, recorded=len(unique) - len(todo))
 
