@@ -27,7 +27,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from lib import PROJECT_ROOT, explore
-from lib.core import dataset_facts, verdict_html, verdicts
+from lib.core import dataset_facts, looks, verdict_html, verdicts
 from lib.core.config import as_dict
 from lib.core.data import DATASETS, get_dataset
 from lib.core.progress import INJECTED_CELL
@@ -213,11 +213,11 @@ class Setup:
                   frame: Callable[[list[dict]], pd.DataFrame] | None = None) -> pd.DataFrame:
         """The study's verdict table over its shipped runs (``records``) and, for the canonical results, the runs of
         its extension plans (``lib.decide``): each planned claim whose look 2 has finished is read there against its
-        boundary (:func:`lib.run.plans.two_looks`). ``table_of(runs, looks)``: the study's verdict table;
+        boundary (:func:`lib.core.looks.two_looks`). ``table_of(runs, looks)``: the study's verdict table;
         ``frame``: its runs frame of records where the module's needs the settings (study 3's knob)."""
         ext = plans.extension(self.store) if self.variant is None else plans.Extension()
         runs = (frame or self.study.module.runs_frame)(records + ext.records)
-        return plans.two_looks(table_of, runs, ext)
+        return looks.two_looks(table_of, runs, ext.claims)
 
     def show_rerun(self, records: list[dict]) -> None:
         """The command that re-runs the first of ``records``, under a line saying where every record keeps its own;

@@ -47,12 +47,13 @@ import pandas as pd
 
 from lib import PROJECT_ROOT
 from lib.core import verdict_html
+from lib.core.looks import look_progress
 from lib.core.params import ParameterError
 from lib.core.settings import literal
 from lib.core.verdicts import COLOURS, css_class
 from lib.render import stamp
 from lib.run.files import atomic_write_text
-from lib.run.plans import load_plans, look_progress
+from lib.run.plans import load_plans
 from lib.run.results import VARIANTS_DIR, ResultsStore
 from lib.studies import STUDIES, find_study
 from lib.studies.coverage import coverage, experiment

@@ -1,5 +1,5 @@
 """The budgeted two-look extension: the engine at a planned look, the paired measure, the plan records, the
-reading of two looks (lib.run.plans.two_looks) and lib.decide's choice of claims. No training."""
+reading of two looks (lib.core.looks.two_looks) and lib.decide's choice of claims. No training."""
 import json
 import math
 
@@ -9,7 +9,7 @@ import pytest
 import scipy.stats as st
 
 from lib import PROJECT_ROOT, decide, report
-from lib.core import sequential, verdicts
+from lib.core import looks, sequential, verdicts
 from lib.core.sequential import Look
 from lib.run import plans
 from lib.run.plans import load_plans
@@ -69,7 +69,7 @@ def table_of(runs: pd.DataFrame, looks: dict) -> pd.DataFrame:
 
 
 def planned(design, runs, finished):
-    return plans.PlannedClaim("gain", "plan0", design, tuple(runs), finished, {"verdict": "inconclusive"})
+    return looks.PlannedClaim("gain", "plan0", design, tuple(runs), finished, {"verdict": "inconclusive"})
 
 
 def test_two_looks_reads_look_two_on_its_planned_seeds_once_they_have_all_run():
@@ -79,14 +79,14 @@ def test_two_looks_reads_look_two_on_its_planned_seeds_once_they_have_all_run():
     stray = {5: -40.0}  # a later seed of the same arm (another claim's plan): never part of this claim's look 2
     runs = pd.concat([runs_frame(shipped), runs_frame(extension), runs_frame(stray)])
     done = plans.Extension(claims=[planned(design, ["r3", "r4"], 2),
-                                   plans.PlannedClaim("other", "plan0", sequential.boundaries(3, 6, 0.05),
+                                   looks.PlannedClaim("other", "plan0", sequential.boundaries(3, 6, 0.05),
                                                       ("r3", "r4", "r5"), 3, {})])
-    table = plans.two_looks(table_of, runs, done)
+    table = looks.two_looks(table_of, runs, done.claims)
     assert table.loc[0, "n"] == "5" and table.loc[0, "look"] == "2 of 2 (plan plan0)"
     reference = st.ttest_1samp([0.9, 1.4, 1.1, 1.3, 0.8], 0.0).pvalue
     assert float(table.loc[0, "p"]) == pytest.approx(reference, rel=1e-2)
     running = plans.Extension(claims=[planned(design, ["r3", "r4"], 1)])
-    table = plans.two_looks(table_of, runs_frame(shipped), running)
+    table = looks.two_looks(table_of, runs_frame(shipped), running.claims)
     assert table.loc[0, "n"] == "3" and table.loc[0, "look"].startswith("1 of 2 (look 2: 3 → 5 seeds per arm, 1 of 2")
     assert table.loc[0, "verdict"].startswith("inconclusive")
 
@@ -102,10 +102,10 @@ def test_a_claim_whose_name_moves_with_its_look_2_runs_is_an_error_not_a_row_lab
         table["quantity"] = table["plan_key"] = f"gain over {len(runs)} seeds"  # its plan key is its name
         return table
 
-    complete = plans.Extension(claims=[plans.PlannedClaim("gain over 3 seeds", "plan0", design, ("r3", "r4"), 2,
+    complete = plans.Extension(claims=[looks.PlannedClaim("gain over 3 seeds", "plan0", design, ("r3", "r4"), 2,
                                                           {"verdict": "inconclusive"})])
     with pytest.raises(ValueError, match="plan plan0: the claim 'gain over 3 seeds' .* 0 at look 2"):
-        plans.two_looks(named_by_its_runs, runs, complete)
+        looks.two_looks(named_by_its_runs, runs, complete.claims)
 
 
 def test_every_complete_look_2_in_the_shipped_tables_was_read_on_its_planned_seeds():
@@ -140,9 +140,9 @@ def test_the_look_column_of_a_running_claim_reads_back_as_its_progress():
     design = sequential.boundaries(3, 19, 0.05)
     runs = [f"r{i}" for i in range(30)]
     for finished in (0, 4, 29):
-        assert plans.look_progress(planned(design, runs, finished).look_text()) == (finished, 30)
-    assert plans.look_progress(planned(design, runs, 30).look_text()) is None
-    assert plans.look_progress("1") is None
+        assert looks.look_progress(planned(design, runs, finished).look_text()) == (finished, 30)
+    assert looks.look_progress(planned(design, runs, 30).look_text()) is None
+    assert looks.look_progress("1") is None
 
 
 def test_a_plan_is_recorded_once_under_the_hash_of_its_design(tmp_path):

@@ -10,8 +10,8 @@ commit, versions and time it was written at, like a run's record. The runs of a 
 study's own runs folder with ``extra.plan`` = the plan id.
 
 A claim's look 2 is read only when every run the plan gives its arms has a finished record, and then on its
-planned seeds alone (:func:`two_looks`): a look read on part of its seeds, or on more, would be a look that no
-boundary accounts for.
+planned seeds alone (:func:`lib.core.looks.two_looks`, given :func:`extension`'s claims): a look read on part of
+its seeds, or on more, would be a look that no boundary accounts for.
 
 A plan comes before its runs. :func:`write_plan` refuses a design any of whose runs already has a record, unless
 the design names it under ``excluded``; and a plan is read without every run whose record was written before the
@@ -23,14 +23,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
 
-import pandas as pd
-
-from lib.core.sequential import Boundaries, Look, look_two_boundary
+from lib.core.looks import PlannedClaim
+from lib.core.sequential import Boundaries, look_two_boundary
 from lib.run.files import atomic_write_text
 from lib.run.provenance import environment
 from lib.run.results import (
@@ -82,43 +79,6 @@ def load_plans(results: os.PathLike | str, profile: str) -> list[dict]:
     return sorted(plans, key=lambda plan: plan["written_at"])
 
 
-@dataclass(frozen=True)
-class PlannedClaim:
-    """A claim a plan extends, and how far its look 2 has run."""
-
-    quantity: str
-    plan_id: str
-    design: Boundaries
-    runs: tuple[str, ...]  # the run ids look 2 adds to its arms
-    finished: int  # how many of them have a finished record
-    look1: dict  # its verdict and p at look 1, as the plan found them
-    excluded: tuple[str, ...] = ()  # its planned runs recorded before the plan was written: left out of look 2
-
-    @property
-    def complete(self) -> bool:
-        return self.finished == len(self.runs)
-
-    def look_text(self) -> str:
-        """The verdict table's ``look`` column for this claim; :func:`look_progress` reads it back."""
-        if self.complete:
-            left_out = (f"; {len(self.excluded)} run(s) recorded before the plan left out, {self.design.n2} seeds"
-                        if self.excluded else "")
-            return f"2 of 2 (plan {self.plan_id}{left_out})"
-        return (f"1 of 2 (look 2: {self.design.n1} → {self.design.n2} seeds per arm, {self.finished} of "
-                f"{len(self.runs)} runs; plan {self.plan_id})")
-
-
-_PROGRESS = re.compile(r"look 2: \d+ → \d+ seeds per arm, (\d+) of (\d+) runs;")
-
-
-def look_progress(look: str) -> tuple[int, int] | None:
-    """How many of look 2's runs a verdict table's ``look`` cell says it read, as (finished, planned); None for
-    a cell of a claim whose look 2 is complete or was never planned. The inverse of
-    :meth:`PlannedClaim.look_text`, kept beside it so that the two change together."""
-    found = _PROGRESS.search(look)
-    return (int(found[1]), int(found[2])) if found else None
-
-
 @dataclass
 class Extension:
     """A study's extension in one profile: its finished records and its planned claims."""
@@ -156,47 +116,6 @@ def extension(store: ResultsStore) -> Extension:
             out.claims.append(PlannedClaim(claim["quantity"], plan["plan_id"], design, runs,
                                            sum(run_id in finished for run_id in runs), claim["look1"], excluded))
     return out
-
-
-def two_looks(table_of: Callable[[pd.DataFrame, dict], pd.DataFrame], runs: pd.DataFrame,
-              ext: Extension) -> pd.DataFrame:
-    """A study's verdict table over two looks. ``runs``: its runs frame over the shipped records and the
-    extension's finished ones (a ``run_id`` column); ``table_of(runs, looks)``: its verdict table on those runs,
-    the claims in ``looks`` (quantity -> Boundaries) read at look 2.
-
-    Every claim is read on the shipped runs: a planned claim whose look 2 is still running at its look-1
-    boundary (under the design, a p between that boundary and the family's α/m decides nothing yet), every
-    other claim as a one-look test. Each planned claim whose look-2 runs have all finished is read again on the
-    shipped runs and its own look-2 runs (seeds up to its planned n₂, no more) against its look-2 boundary, and
-    that row replaces its look-1 row (a claim found at look 1 but not once at look 2 is an error, never a row
-    labelled look 2 that was read at look 1). The ``look`` column says at which look a row was read."""
-    shipped = runs[~runs.run_id.isin(ext.run_ids)]
-
-    def rows_of(frame: pd.DataFrame, c: PlannedClaim) -> pd.Index:  # a claim's rows, by the name its plan knows
-        keys = frame.plan_key if "plan_key" in frame else frame.quantity
-        return frame.index[keys == c.quantity]
-
-    table = table_of(shipped, {c.quantity: Look(c.design, 1) for c in ext.claims if not c.complete})
-    table["look"] = ["1" if kind == "claim" else "–" for kind in table.kind]
-    complete = [c for c in ext.claims if c.complete]
-    for n2 in sorted({c.design.n2 for c in complete}):
-        group = [c for c in complete if c.design.n2 == n2]
-        ids = {run_id for c in group for run_id in c.runs}
-        second = table_of(runs[runs.run_id.isin(set(shipped.run_id) | ids)],
-                          {c.quantity: Look(c.design, 2) for c in group})
-        for c in group:
-            row = second.loc[rows_of(second, c)]
-            where = rows_of(table, c)
-            if not len(where):  # a claim the study's table no longer makes: no row to read again
-                continue
-            if len(row) != 1 or len(where) != 1:  # never label a row look 2 that was not read there
-                raise ValueError(f"plan {c.plan_id}: the claim {c.quantity!r} is in the verdict table "
-                                 f"{len(where)} time(s) at look 1 and {len(row)} at look 2, where it must be once in "
-                                 "each: a claim's name must not depend on the runs of its look")
-            table.loc[where[0], row.columns] = row.iloc[0].values
-    for c in ext.claims:
-        table.loc[rows_of(table, c), "look"] = c.look_text()
-    return table
 
 
 def finished_runs(store: ResultsStore, part: dict) -> tuple[list[dict], list[dict]]:

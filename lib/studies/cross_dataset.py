@@ -410,7 +410,7 @@ def paper_vs_reproduced(summary: pd.DataFrame, skipped: dict, runs: pd.DataFrame
     density against its expectation.
 
     A published dataset is matched with its own entry when it ran, else with an entry that stands in for it
-    (named as such in the row), else the row says it was not measured and why. ``looks``: lib.run.plans.two_looks.
+    (named as such in the row), else the row says it was not measured and why. ``looks``: lib.core.looks.two_looks.
     """
     by_entry = {r.dataset: r for r in summary.itertuples()}
     tested, checks, matched, values = [], [], {}, {}

@@ -275,7 +275,7 @@ def paper_vs_reproduced(summary: pd.DataFrame, chance: float, stand_in: str | No
     *relative* accuracy, (acc - chance) / (ceiling - chance), where the ceiling is the paper's 97% for SVHN and
     our easiest level's accuracy for us; a point with no level within :data:`MATCH_DISTANCE` is not measured.
     ``stand_in`` names the data when it is not SVHN. A point's VR names the cells of its level's arms (``knob``: the
-    column they are read by) for lib.decide; ``looks``: the claims read at a planned look 2 (lib.run.plans.two_looks).
+    column they are read by) for lib.decide; ``looks``: the claims read at a planned look 2 (lib.core.looks.two_looks).
     ``summary`` is what the points are matched on: at a look 2, look 1's (the shipped runs), so that a claim keeps the
     level, and the name, it was planned with while ``runs`` adds its look-2 seeds.
     """

@@ -737,7 +737,7 @@ def paper_vs_reproduced(fit: dict, convergence: pd.DataFrame, latent: pd.DataFra
     intervention's kNN gain over the default (difference of seed means), (b) the latent simulation's rarer-classes-
     smaller-norms (per-seed rho); then our checks: (a)'s log-log slope and the norm that never shrinks are
     simulations of the paper's theorem, and the latent simulation's binomial count.
-    ``looks``: the claims read at a planned look 2 (lib.run.plans.two_looks).
+    ``looks``: the claims read at a planned look 2 (lib.core.looks.two_looks).
 
     The paper gives no size for (b) and (d): their rows test against our smallest effect of interest
     (:data:`SMALLEST_RHO`, :data:`SMALLEST_AUROC_GAIN`), as the paper column says. Image rows measured on a

@@ -431,7 +431,7 @@ def paper_vs_reproduced(out: dict, s: dict, identity_error: float, looks: dict |
     gradient identity (float64) and the gradient-scale factor at the end of training (where InfoNCE ended
     against its ceiling log(2N - 1)). The paper gives no CIFAR-10 gain: the claims test against our smallest
     gain that matters, :data:`SMALLEST_GAIN`. The seed-level observations come from ``out["runs"]``. ``looks``: the
-    claims read at a planned look 2 (lib.run.plans.two_looks)."""
+    claims read at a planned look 2 (lib.core.looks.two_looks)."""
     runs = out["runs"]
     stand_in = f" (on {s['dataset']}, not CIFAR-10)" if s["dataset"] != PAPER_DATASET else ""
     paper = f"> 0 on CIFAR-10 (no size published; {SMALLEST_GAIN:g} point is ours)"

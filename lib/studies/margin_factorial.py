@@ -428,7 +428,7 @@ def paper_vs_reproduced(out: dict, trajectory: dict | None = None, looks: dict |
     The gradient-norm and CAR rows compare the final epoch (the paper's epoch is unknown); ``trajectory``
     (:func:`trajectory_experiment`) adds the slope of the layer-0 trajectory experiment. Each operating point
     (``out["operating_points"]``) adds the VR, mean-difference and gradient-ratio claims read on its runs, in the
-    same family, and its CAR as a check. ``looks``: the claims read at a planned look 2 (lib.run.plans.two_looks).
+    same family, and its CAR as a check. ``looks``: the claims read at a planned look 2 (lib.core.looks.two_looks).
     """
     seeds, dose, longer = out.get("seeds"), out.get("dose_seeds"), out.get("trajectory_seeds")
 
