@@ -54,6 +54,7 @@ seeds: Optional[int] = None  # seeds per arm and dataset (about 5 reproduce the 
 margin_modes: list = ["clamp", "subtract"]  # margin treatments compared [paper]
 # One logit stabiliser is enough: it is gradient-neutral.
 stabilizer: Optional[str] = None  # logit stabiliser of every run (CFFConfig: detach [code])
+operating_points: Optional[list] = None  # operating points read beside the shipped setting: ease-matched ([] for none)
 m0: Optional[float] = None  # layer-0 margin (CFFConfig: 0.4 [code])
 m_last: Optional[float] = None  # last-layer margin; linear in between (CFFConfig: 0.1 [code])
 temperature: Optional[float] = None  # contrastive temperature (CFFConfig: 0.15 [code])
@@ -137,7 +138,8 @@ records, runs = nb.run(study.runs_frame, show=["dataset", "margin_mode", "seed"]
 summary = study.analyze(runs, settings, sources)
 summary_path = store.write_frame("per_dataset", summary)
 display(summary.set_index("dataset").T)
-ok_runs = runs[runs.status == "ok"].assign(top1_pct=lambda d: 100 * d.top1)
+shipped = study.shipped_runs(runs)  # the profile's own setting; an operating point's runs are read in the verdicts
+ok_runs = shipped[shipped.status == "ok"].assign(top1_pct=lambda d: 100 * d.top1)
 fig, ax = plt.subplots(figsize=(7, 4))
 sns.stripplot(data=ok_runs, x="dataset", y="top1_pct", hue="margin_mode", dodge=True, alpha=0.8, ax=ax)
 ax.set(xlabel="", ylabel="top-1 test accuracy (%)", title="Accuracy per seed, per dataset and arm")
@@ -193,7 +195,7 @@ plt.show()
 # the final epoch (`_final` columns) and the all-epoch mean (`car0_clamp`, `car0_subtract`).
 
 # %%
-trajectory = common.layer0_trajectory(study.curves_frame(records), ("dataset",))
+trajectory = common.layer0_trajectory(study.shipped_runs(study.curves_frame(records)), ("dataset",))
 display(trajectory)
 groups = list(trajectory.groupby("dataset", sort=False)) if len(trajectory) else []
 if groups:

@@ -71,30 +71,43 @@ CAR_RULE_OF_THUMB = 50.0  # layer-0 CAR (%) below which the clamping effect is l
 PROFILES = {
     "smoke": dict(datasets=["shapes10", "shapes100"], skip_missing=False,
                   shapes_options={"n_train": 400, "n_test": 200}, seeds=2, layers=2, embed_dim=32, heads=2, patch=4,
-                  epochs=1, batch_size=128, train_subset=0, probe_epochs=5, workers=1,
+                  epochs=1, batch_size=128, train_subset=0, probe_epochs=5, operating_points=[], workers=1,
                   # [ours] smoke trains one epoch: under CFF's init (position std 1) every seed's probe is then at
                   # chance, and the verdicts' code would not run; the smaller init leaves the seeds apart
                   init="trunc_normal"),
     "quick": dict(datasets=["shapes10", "shapes100", "shapes10_easy"], skip_missing=False,
                   shapes_options={"n_train": 3000, "n_test": 1000}, seeds=5, layers=3, embed_dim=32, heads=2, patch=4,
-                  epochs=6, batch_size=256, train_subset=0, probe_epochs=15, workers=2),
+                  epochs=6, batch_size=256, train_subset=0, probe_epochs=15, operating_points=[], workers=2),
     # 3 of the 5 are in the offline folder of .npz arrays (--data-root; CIFAR-100 and SVHN are not: skipped,
     # saying why). Study 1's cpu model (batch 512, probe_epochs 15: see there); 6 seeds per arm, 36 runs.
     # Measured at fe0d413 (docs/notes/queue.md), median a run two at a time: CIFAR-10 840 s, Fashion-MNIST
     # 366 s, MNIST 305 s; 5.1 run-hours, about 2.6 hours for the 36.
     "cpu": dict(datasets=["cifar10", "cifar100", "svhn", "fashion_mnist", "mnist"], skip_missing=True,
                 shapes_options={}, seeds=6, layers=4, embed_dim=64, heads=4, patch=4, epochs=8, batch_size=512,
-                train_subset=9000, probe_epochs=15, workers=2),
+                train_subset=9000, probe_epochs=15, operating_points=[], workers=2),
     "paper": dict(datasets=["cifar10", "cifar100", "svhn", "fashion_mnist"], skip_missing=False, shapes_options={},
                   seeds=5, layers=8, embed_dim=128, heads=4, patch=4, epochs=600, batch_size=512, train_subset=0,
-                  probe_epochs=50, workers=1),
+                  probe_epochs=50, operating_points=[], workers=1),
 }
+
+
+# Operating points (issue 49; see margin_factorial.OPERATING_POINTS): the ease search found MNIST, SVHN's stand-in,
+# at 94.2% after 32 epochs (80% after 8; the paper's ≈ 97%, so within its 5 points); Fashion-MNIST reached 75.5% at
+# best (the paper's ≈ 92%), so it has none. Each point names the entries it applies to and their overrides. Not yet
+# in the cpu profile: its 12 runs take about 1.75 wall hours on two cores, and the profile's render needs them all
+# (docs/notes/queue.md: the next session sets operating_points=["ease-matched"] at cpu and starts them first).
+OPERATING_POINTS = {"ease-matched": {"entries": ("mnist",), "overrides": {"epochs": 32}}}
 
 
 def _shapes_options(name: str, value, s: dict) -> dict:
     if not isinstance(value, dict) or not set(value) <= {"n_train", "n_test", "seed"}:
         params.fail(name, value, "a dict with any of n_train, n_test, seed")
     return value
+
+
+def _operating_points(name: str, value, s: dict) -> list:
+    """Names of :data:`OPERATING_POINTS` (an empty list runs none)."""
+    return [] if value == [] else params.choices(name, value, list(OPERATING_POINTS))
 
 
 class Settings(common.CFFSettings):
@@ -114,6 +127,9 @@ class Settings(common.CFFSettings):
     stabilizer: Optional[str] = setting(None, "logit stabiliser of every run (CFFConfig: {default} [code])",
                                         note="One logit stabiliser is enough: it is gradient-neutral.")
     train_subset: Optional[int] = setting(None, "use this many training images per dataset (0: all)")
+    operating_points: Optional[list] = setting(None, "operating points read beside the shipped setting: "
+                                                     + " | ".join(OPERATING_POINTS) + " ([] for none)",
+                                               _operating_points)
 
 
 def resolve(p: dict) -> dict:
@@ -195,11 +211,33 @@ def sweep_options(s: dict) -> dict:
 
 
 def plan(s: dict) -> list[CFFConfig]:
-    """The run configs: dataset entries x margin arms x seeds (all entries until check_data ran)."""
-    return [Settings.run_config(s, dataset=name, dataset_options=options, margin_mode=mode, stabilizer=s["stabilizer"],
-                              m0=s["m0"], seed=seed)
-            for entry in s.get("available", s["datasets"]) for name, options in [dataset_spec(entry, s)]
-            for mode in s["margin_modes"] for seed in range(s["seeds"])]
+    """The run configs: dataset entries x margin arms x seeds (all entries until check_data ran), then each
+    operating point's entries x arms x seeds with its overrides (:data:`OPERATING_POINTS`)."""
+    entries = s.get("available", s["datasets"])
+    configs = [Settings.run_config(s, dataset=name, dataset_options=options, margin_mode=mode,
+                                   stabilizer=s["stabilizer"], m0=s["m0"], seed=seed)
+               for entry in entries for name, options in [dataset_spec(entry, s)]
+               for mode in s["margin_modes"] for seed in range(s["seeds"])]
+    configs += [Settings.run_config(s, dataset=name, dataset_options=options, margin_mode=mode,
+                                    stabilizer=s["stabilizer"], m0=s["m0"], seed=seed,
+                                    **OPERATING_POINTS[point]["overrides"])
+                for point in s["operating_points"] for entry in OPERATING_POINTS[point]["entries"] if entry in entries
+                for name, options in [dataset_spec(entry, s)] for mode in common.ARMS for seed in range(s["seeds"])]
+    return configs
+
+
+def operating_point_of(config: CFFConfig | dict) -> str:
+    """The operating point a run belongs to: one of its entries, every override matching; else "" (shipped)."""
+    config = as_dict(config)
+    for name, point in OPERATING_POINTS.items():
+        if entry_of(config) in point["entries"] and all(config[k] == v for k, v in point["overrides"].items()):
+            return name
+    return ""
+
+
+def shipped_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs at the profile's own setting: no operating point's."""
+    return runs[runs["operating_point"] == ""] if "operating_point" in runs else runs
 
 
 # The ease search (python -m lib.regime --study 02): the paper puts the reversals of SVHN and Fashion-MNIST down to
@@ -247,13 +285,13 @@ def regime_table(records: list[dict], shipped: pd.DataFrame, s: dict) -> pd.Data
 
 
 def runs_frame(records: list[dict]) -> pd.DataFrame:
-    """One row per run, with its dataset entry."""
-    return common.runs_frame(records, factors={"dataset": entry_of})
+    """One row per run, with its dataset entry and its operating point ("" at the profile's own setting)."""
+    return common.runs_frame(records, factors={"dataset": entry_of, "operating_point": operating_point_of})
 
 
 def curves_frame(records: list[dict]) -> pd.DataFrame:
-    """Long table of per-epoch, per-layer curves of every run, with its dataset entry."""
-    return common.curves_frame(records, factors={"dataset": entry_of})
+    """Long table of per-epoch, per-layer curves of every run, with its dataset entry and operating point."""
+    return common.curves_frame(records, factors={"dataset": entry_of, "operating_point": operating_point_of})
 
 
 def analyze(runs: pd.DataFrame, s: dict, sources: dict) -> pd.DataFrame:
@@ -265,7 +303,7 @@ def analyze(runs: pd.DataFrame, s: dict, sources: dict) -> pd.DataFrame:
     training set (:func:`expected_positive_pair_density`); ``density_balanced`` the closed form
     2N/K - 1 of a perfectly balanced batch.
     """
-    rows = []
+    rows, runs = [], shipped_runs(runs)  # an operating point's runs are read in paper_vs_reproduced, apart
     for entry in s["available"]:
         sub = runs[runs.dataset == entry]
         ok = sub[sub.status == "ok"]
@@ -342,7 +380,8 @@ STATEMENTS = (
                        "active\" [summary])"),
     verdicts.Statement("s2.svhn_vr", "VR 0.25 on SVHN: the task is too easy (about 97%), all seeds converge",
                        "[paper]", "the VR on SVHN; MNIST stands in at cpu (SVHN is not in the offline data), easy "
-                       "shapes at quick", EASE_CONDITION + ": at least 92%"),
+                       "shapes at quick; the ease search's MNIST run reached 94.2% after 32 epochs (80% after 8): the "
+                       "ease-matched operating point, declared, not yet run", EASE_CONDITION + ": at least 92%"),
     verdicts.Statement("s2.fmnist_vr", "VR 0.08 on Fashion-MNIST (p = 0.029): high accuracy (about 92%) limits "
                        "divergence between seeds", "[paper]", "the VR on Fashion-MNIST; " + SCALE_TEXT,
                        EASE_CONDITION + ": at least 87%"),
@@ -410,10 +449,13 @@ def paper_vs_reproduced(summary: pd.DataFrame, skipped: dict, runs: pd.DataFrame
     density against its expectation.
 
     A published dataset is matched with its own entry when it ran, else with an entry that stands in for it
-    (named as such in the row), else the row says it was not measured and why. ``looks``: lib.core.looks.two_looks.
+    (named as such in the row), else the row says it was not measured and why. An operating point's runs (in
+    ``runs``, :data:`OPERATING_POINTS`) add the VR of each of its entries, read beside the shipped rows in the same
+    family. ``looks``: lib.core.looks.two_looks.
     """
     by_entry = {r.dataset: r for r in summary.itertuples()}
     tested, checks, matched, values = [], [], {}, {}
+    everything, runs = runs, shipped_runs(runs)
     for published, pub in PUBLISHED.items():
         name = display_name(published)
         match = by_entry.get(published) or next((r for r in summary.itertuples() if r.like == published), None)
@@ -463,6 +505,18 @@ def paper_vs_reproduced(summary: pd.DataFrame, skipped: dict, runs: pd.DataFrame
                                                     regime_value=tuple(values[p] for p in parts)))
     else:
         tested.insert(0, replace(verdicts.evaluate(REVERSAL), notes={"why": "CIFAR-10 and another set needed"}))
+    points = everything.operating_point.unique() if "operating_point" in everything else []
+    for point in (p for p in OPERATING_POINTS if p in points):  # beside the shipped rows, in the same family
+        overrides = ", ".join(f"{k} {v}" for k, v in OPERATING_POINTS[point]["overrides"].items())
+        for entry in OPERATING_POINTS[point]["entries"]:
+            here = everything[(everything.operating_point == point) & (everything.dataset == entry)]
+            published = like(entry)
+            claim = vr_claim(published, entry)
+            claim = replace(claim, quantity=f"[{point}: {overrides}] {claim.quantity}", id=f"{claim.id}:{point}",
+                            cells=tuple(verdicts.cell(dataset=entry, margin_mode=mode, operating_point=point)
+                                        for mode in common.ARMS))
+            tested.append(verdicts.evaluate(claim, *seed_arms_of_entry(here, entry),
+                                            regime_value=regime_value(published, here[here.status == "ok"])))
     rows = verdicts.decide(tested, looks) + verdicts.decide(checks)
     measured = summary[np.isfinite(summary.vr.astype(float))]
     if len(measured):
