@@ -31,7 +31,7 @@ from lib.studies import find_study
 from lib.studies.variants import open_store, resolve_command
 
 PART = "regime_search"  # the store part and the table's name
-SEARCHES = ("01", "02")  # the studies whose module declares a regime search
+SEARCHES = ("01", "02", "03")  # the studies whose module declares a regime search
 
 
 def main(argv: list[str] | None = None) -> int:

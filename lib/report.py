@@ -593,7 +593,10 @@ SEARCHES = (("01_margin_factorial", "car_layer0_final", "layer-0 CAR, final epoc
              "shipped rows."),
             ("02_cross_dataset_reversal", "top1", "top-1 (%)", "within 5 points of the paper's?",
              "Study 2: can a setting bring the sets whose reversal the paper puts down to the task's ease (SVHN "
-             "≈ 97%, MNIST standing in; Fashion-MNIST ≈ 92%) to the paper's accuracy, within 5 points [ours]?"))
+             "≈ 97%, MNIST standing in; Fashion-MNIST ≈ 92%) to the paper's accuracy, within 5 points [ours]?"),
+            ("03_difficulty_sweep", "top1", "top-1 (%)", "meets a published point's conditions?",
+             "Study 3: at the length that brought MNIST to 94% in study 2's search, does the sweep's easy end reach "
+             "the paper's ≈ 97%, and where do its hard levels land (≈ 25–27% with CAR ≥ 50%)?"))
 
 
 def _search_table(table: pd.DataFrame, measured: str, label: str, condition: str) -> str:

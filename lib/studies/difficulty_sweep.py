@@ -135,6 +135,44 @@ def plan(s: dict) -> list[CFFConfig]:
             for level in s["levels"] for mode in s["margin_modes"] for seed in range(s["seeds"])]
 
 
+# The regime search (python -m lib.regime --study 03): the paper's sweep spans ≈ 97% to 25% on SVHN; at cpu our MNIST
+# levels span 80% to 12% after 8 epochs, so the easy end misses the paper's 97% (within 5 points [ours]). Study 2's
+# ease search brought MNIST to 94.2% after 32 epochs: each level once at that length, clamp arm, seed 0, to see
+# whether the sweep's easy end reaches the paper's and where its hard levels land (their accuracy and CAR).
+REGIME_SEARCH = ({"epochs": 32},)
+
+
+def regime_search_configs(s: dict) -> list[CFFConfig]:
+    """The search's runs: the clamp arm at seed 0 at every level, with each change of :data:`REGIME_SEARCH`."""
+    return [Settings.run_config(s, dataset=s["dataset"], margin_mode="clamp", stabilizer=s["stabilizer"], m0=s["m0"],
+                                seed=0, **_knob_settings(s, level), **change)
+            for change in REGIME_SEARCH for level in s["levels"]]
+
+
+def regime_table(records: list[dict], shipped: pd.DataFrame, s: dict) -> pd.DataFrame:
+    """One row per level and setting: the shipped runs (their seeds' mean accuracy, both arms; the clamp arm's CAR),
+    then each search run: its top-1, CAR and wall seconds, and whether it meets the conditions of a published point
+    (``in_regime``: at least 92% for the paper's 97%, or within 5 points of 26.8% or 25% with CAR >= 50%)."""
+    keys = sorted({k for change in REGIME_SEARCH for k in change})
+
+    def meets(top1, car):
+        return any(not point_conditions(*point).misses((top1,) if point[1] < 1 else (top1, top1, car))
+                   for point in PUBLISHED_POINTS)
+    rows = []
+    for level in s["levels"]:
+        base = shipped[shipped[s["knob"]] == level] if len(shipped) else shipped
+        top1, car = (common.mean_accuracy(base), common.clamp_car(base)) if len(base) else (np.nan, np.nan)
+        rows.append(dict(level=level, setting=f"shipped ({base.seed.nunique() if len(base) else 0} seeds)",
+                         top1=top1, car_layer0_final=car, wall_s=np.nan, in_regime=meets(top1, car)))
+    for record in records:
+        c, m = record["config"], record["metrics"]
+        top1, car = 100 * m.get("top1", np.nan), 100 * m.get("car_layer0_final", np.nan)
+        rows.append(dict(level=level_of(c, s["knob"]), setting=", ".join(f"{k} = {c[k]}" for k in keys),
+                         top1=top1, car_layer0_final=car, wall_s=record["timings"].get("wall_s", np.nan),
+                         in_regime=meets(top1, car)))
+    return pd.DataFrame(rows).sort_values(["level", "setting"], kind="stable").reset_index(drop=True)
+
+
 def level_of(config: CFFConfig | dict, knob: str):
     """The knob level of a run config (or its record form)."""
     config = as_dict(config)
