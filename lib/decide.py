@@ -40,7 +40,7 @@ import pandas as pd
 from lib import PROJECT_ROOT
 from lib.core import sequential
 from lib.core.config import as_dict
-from lib.core.params import PROFILE_NAMES, ParameterError
+from lib.core.params import PROFILE_METAVAR, ParameterError, profile_option
 from lib.core.verdicts import OUT_OF_REGIME, TARGET_POWER
 from lib.dispatch import Plan, add_backend_arguments, execute
 from lib.run.plans import finished_runs, load_plans, write_plan
@@ -301,7 +301,7 @@ def pending(profile: str, results_dir: str, data_root: str | None) -> list[Plan]
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--profile", default="cpu", choices=PROFILE_NAMES)
+    parser.add_argument("--profile", default="cpu", type=profile_option, metavar=PROFILE_METAVAR)
     parser.add_argument("--budget", type=float, default=8.0, help="wall hours the new plan may take")
     parser.add_argument("--only", nargs="*", help="study numbers or notebook names (default: every study)")
     parser.add_argument("--data-root", help="folder of <name>.npz arrays (else $DATA_ROOT, then torchvision's cache)")

@@ -44,7 +44,7 @@ import submitit
 from lib import PROJECT_ROOT
 from lib.core import params
 from lib.core.data import DatasetNotFoundError
-from lib.core.params import PROFILE_NAMES, ParameterError
+from lib.core.params import PROFILE_METAVAR, PROFILE_NAMES, ParameterError, profile_option
 from lib.run import datasets
 from lib.run.results import FINISHED_STATUSES, ResultsStore
 from lib.run.sweep import RecordRun, run_sweep
@@ -192,7 +192,7 @@ def parse_value(text: str):
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("study", help=f"one of {', '.join(STUDIES)} or a notebook name")
-    parser.add_argument("--profile", default="quick", choices=PROFILE_NAMES)
+    parser.add_argument("--profile", default="quick", type=profile_option, metavar=PROFILE_METAVAR)
     parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                         help="a notebook parameter, as papermill's -p")
     parser.add_argument("--data-root", help="folder of <name>.npz arrays (else $DATA_ROOT, then torchvision's cache)")

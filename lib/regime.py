@@ -24,7 +24,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from lib.core.params import PROFILE_NAMES
+from lib.core.params import PROFILE_METAVAR, profile_option
 from lib.run.results import FINISHED_STATUSES
 from lib.run.sweep import run_sweep
 from lib.studies import find_study
@@ -37,7 +37,7 @@ SEARCHES = ("01", "02", "03")  # the studies whose module declares a regime sear
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--study", default="01", choices=SEARCHES, help="whose search (default: study 1's)")
-    parser.add_argument("--profile", default="cpu", choices=PROFILE_NAMES)
+    parser.add_argument("--profile", default="cpu", type=profile_option, metavar=PROFILE_METAVAR)
     parser.add_argument("--data-root", help="folder of <name>.npz arrays (else $DATA_ROOT, then torchvision's cache)")
     parser.add_argument("--results-dir", default="results", help="relative to the project root")
     parser.add_argument("--workers", type=int, default=2, help="processes")

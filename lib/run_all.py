@@ -26,7 +26,7 @@ from pathlib import Path
 
 from lib import PROJECT_ROOT
 from lib.core import dataset_facts
-from lib.core.params import PROFILE_NAMES, ParameterError
+from lib.core.params import PROFILE_METAVAR, ParameterError, profile_option
 from lib.dispatch import parse_value
 from lib.execute import FAILED, NOTEBOOKS, notebooks, render
 from lib.report import write_index
@@ -82,7 +82,7 @@ def recorded_of_plan(job: Job, study: Study, *, profile: str, results_dir: str) 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--profile", default="quick", choices=PROFILE_NAMES)
+    parser.add_argument("--profile", default="quick", type=profile_option, metavar=PROFILE_METAVAR)
     parser.add_argument("--only", nargs="*", help="notebook name prefixes, e.g. 01 03")
     parser.add_argument("--data-root", help="folder of <name>.npz arrays (else $DATA_ROOT, then torchvision's cache)")
     parser.add_argument("--download", action="store_true", help="let torchvision download missing datasets")

@@ -203,3 +203,17 @@ def test_every_shipped_render_runs_the_notebook_as_it_stands():
         if cells != [c.source for c in source.cells]:
             stale.append(render.name)
     assert not stale, f"re-render these (python -m lib.run_all --only NN --profile P): {stale}"
+
+
+@pytest.mark.parametrize("command", ["lib.run_all", "lib.dispatch", "lib.decide", "lib.regime"])
+def test_a_mistyped_profile_names_its_close_match_before_anything_runs(command, capsys):
+    """Every command's --profile is checked as the notebooks check theirs: the error names the allowed profiles and
+    the close match (issue 50), and argparse stops before any work."""
+    import importlib
+
+    module = importlib.import_module(command)
+    argv = (["01"] if command == "lib.dispatch" else []) + ["--profile", "papr"]
+    with pytest.raises(SystemExit) as stop:
+        module.main(argv)
+    assert stop.value.code == 2
+    assert "one of smoke, quick, cpu, paper (did you mean paper?)" in capsys.readouterr().err

@@ -1,11 +1,13 @@
 """Checking notebook parameters before any compute: each error names the parameter and what is allowed."""
 from __future__ import annotations
 
+import argparse
 import difflib
 import math
 from typing import Any, Iterable
 
 PROFILE_NAMES = ("smoke", "quick", "cpu", "paper")
+PROFILE_METAVAR = "{" + ",".join(PROFILE_NAMES) + "}"  # how a command's --profile shows its values
 
 
 class ParameterError(ValueError):
@@ -27,6 +29,15 @@ def choice(name: str, value: Any, allowed: Iterable[str]) -> str:
     if not isinstance(value, str) or value not in allowed:
         fail(name, value, f"one of {', '.join(allowed)}{_did_you_mean(value, allowed)}")
     return value
+
+
+def profile_option(value: str) -> str:
+    """argparse's ``type`` for a command's ``--profile``: a profile name, or the error that names the close match
+    (``--profile papr``: "did you mean paper?"), as a notebook's parameter check does."""
+    try:
+        return choice("profile", value, PROFILE_NAMES)
+    except ParameterError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def choices(name: str, values: Any, allowed: Iterable[str]) -> list[str]:
