@@ -171,7 +171,9 @@ def findings_first(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 
 def to_html(nb: nbformat.NotebookNode, title: str, *, exclude_input: bool = False) -> str:
-    exporter = HTMLExporter(exclude_input=exclude_input, exclude_input_prompt=exclude_input)
+    # the code-free report shows no prompts at all: an "Out[15]:" beside a result whose input is hidden says nothing
+    exporter = HTMLExporter(exclude_input=exclude_input, exclude_input_prompt=exclude_input,
+                            exclude_output_prompt=exclude_input)
     html, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
     return html.replace("</head>", FINDINGS_CSS + "</head>", 1)
 

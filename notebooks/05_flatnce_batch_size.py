@@ -205,7 +205,7 @@ for rule, by_metric in out["anova"].items():
         note = f" — {anova.attrs['note']}" if anova.attrs.get("note") else ""
         display(Markdown(f"**[{study.ARM_LABELS[rule]}] Two-way ANOVA, {study.METRICS[short + '_top1']}** "
                          f"(`{anova.attrs['model']}`){note}"))
-        display(anova)
+        display(anova.style.format(precision=3, na_rep="–"))  # the residual row has no F or p
 
 # %% [markdown]
 # ## The diagnostics over training
