@@ -820,9 +820,17 @@ def readme_verdict_lines(results_dir: str | Path = "results") -> list[str]:
         counts = frame.css.value_counts()
         listed = ", ".join(f"{KINDS[k]} {counts[k]}" for k in KINDS if k in counts and k != "check")
         checks = f"; {counts['check']} checks of our own" if "check" in counts else ""
+        points = "".join(f" At its operating point {point.quantity.split('] ')[0]}]: {point.ours}, *{point.verdict}*."
+                         for point in operating_point_rows(frame, module).itertuples())
         lines.append(f"- **{title(study)}** (`{shown}`): {verdict_html.human(row.quantity)}: {row.ours} against the "
-                     f"paper's {row.paper}: *{row.verdict}*. All claims: {listed}{checks}.")
+                     f"paper's {row.paper}: *{row.verdict}*.{points} All claims: {listed}{checks}.")
     return lines
+
+
+def operating_point_rows(frame: pd.DataFrame, module) -> pd.DataFrame:
+    """The central claim read again at an operating point of the profile (its quantity "[point: ...] " and the
+    module's ``HEADLINE``): where the shipped setting misses the paper's regime, the row that can decide it."""
+    return frame[frame.quantity.str.match(r"\[[^\]]+\] " + re.escape(module.HEADLINE))]
 
 
 README_EXTENSIONS_BEGIN = "<!-- extensions: begin (python -m lib.report --readme) -->"
