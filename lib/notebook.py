@@ -272,6 +272,15 @@ VERDICT_STYLE = "".join(
        " .verdict-table tr.central { border: 2px solid #333; } }"])
 
 
+def anova_html(table: pd.DataFrame, name: str):
+    """An ANOVA table as a notebook shows it: three decimals, "–" where the residual row has no F or p, and the same
+    bytes on every render (a fixed table id ``name`` where pandas would draw a random one; an HTML object, whose
+    plain-text form carries no memory address, as a Styler's does)."""
+    from IPython.display import HTML
+
+    return HTML(table.style.format(precision=3, na_rep="–").set_uuid(name).to_html())
+
+
 def verdict_table_html(frame: pd.DataFrame, central: str | None = None) -> str:
     """A table of lib.core.verdicts (:func:`lib.core.verdicts.table`) as a reader sees it
     (:func:`lib.core.verdict_html.table_html`): the columns of :data:`lib.core.verdicts.SHOWN`, no index, each row

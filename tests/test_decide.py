@@ -345,15 +345,18 @@ def test_lib_decide_reads_the_typed_records_never_the_readers_table(monkeypatch)
 
 
 def test_a_new_plan_skips_the_seeds_another_plan_ran_and_holds_its_planned_seeds():
-    """On the shipped cpu results: SimCLR's far-OOD Fashion-MNIST claim (look 1 on seeds 0-2) would extend the OOD
-    runs whose seeds 3-7 another plan ran (ebf1b9addd854d81): their results were seen, so the new plan skips those
-    seeds, names their runs as excluded, and takes seeds 8 on, as many as it planned; and the store accepts it."""
-    found = {c.quantity: c for c in decide.candidates("cpu", only=["04"])}
-    [c] = [c for q, c in found.items() if q.startswith("(d) simclr: the norm as an OOD score (far-OOD fashion_mnist")]
-    seeds = sorted(cfg.seed for cfg in c.configs.values())
-    assert seeds == list(range(8, 8 + c.design.n2 - c.n1))
+    """On the shipped cpu results: plan a3a6c5a52b1503d3 extends SimCLR's far-OOD Fashion-MNIST claim (look 1 on seeds
+    0-2) on the OOD runs whose seeds 3-7 another plan ran (ebf1b9addd854d81): their results were seen, so the plan
+    skipped those seeds, names their runs as excluded, and took seeds 8 on, as many as it planned; none of its runs
+    had a record when it was written."""
+    [plan] = [p for p in load_plans(PROJECT_ROOT / "results", "cpu") if p["plan_id"] == "a3a6c5a52b1503d3"]
+    part = plan["studies"]["04_embedding_norms"]
+    [claim] = part["claims"]
+    assert claim["quantity"].startswith("(d) simclr: the norm as an OOD score (far-OOD fashion_mnist")
+    assert sorted(run["config"]["seed"] for run in part["runs"]) == list(range(8, 8 + claim["n2"] - claim["n1"]))
     store = ResultsStore(PROJECT_ROOT / "results", "04_embedding_norms", "cpu")
-    assert len(c.excluded) == 5 and all(store.load(run_id)["config"]["seed"] in range(3, 8) for run_id in c.excluded)
-    assert not any(store.load(run_id) for run_id in c.configs)  # a plan before its runs
-    design = decide.design_of([c], 8.0, {"04_embedding_norms": 2})
-    assert design["excluded"] == sorted(c.excluded)
+    assert len(plan["excluded"]) == 5
+    assert sorted(store.load(run_id)["config"]["seed"] for run_id in plan["excluded"]) == [3, 4, 5, 6, 7]
+    for run in part["runs"]:
+        record = store.load(run["run_id"])
+        assert record is None or record["written_at"] > plan["written_at"]  # a plan before its runs
