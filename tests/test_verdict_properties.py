@@ -13,13 +13,15 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 from scipy import stats as sst
 
 from lib.core.verdicts import ALPHA, Claim, _two_sample_power, decide, evaluate
 
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# derandomize: every machine and every CI run draws the same examples, so a red CI names a bug, not a draw. A case
+# a random draw once found is kept as an @example, whatever the seed.
+SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 
 
 @st.composite
@@ -138,6 +140,7 @@ def test_each_claim_is_decided_at_its_own_familys_level(sizes, seed):
 
 @SETTINGS
 @given(st.floats(0.2, 3.0), st.floats(0.3, 3.0), st.integers(3, 20), st.integers(3, 20), st.floats(0.001, 0.05))
+@example(0.5, 3.0, 3, 3, 0.001)  # ~1,200 seeds per arm, where statsmodels' power is NaN and the fallback once gave 0
 def test_power_grows_with_seeds_and_level_and_seeds_needed_falls_with_the_level(effect, sd, n_a, n_b, alpha):
     power, needed = _two_sample_power(effect, sd, n_a, n_b, alpha)
     more, _ = _two_sample_power(effect, sd, n_a + 3, n_b + 3, alpha)

@@ -20,6 +20,7 @@ from lib.core.verdicts import (
     evaluate,
     evaluate_contrast,
     holm,
+    noncentral_t_power,
     table,
     telescope_effect,
 )
@@ -75,6 +76,26 @@ def test_t_test_power_at_d_1_matches_the_reference_and_the_noncentral_t(n, power
     _, needed = _two_sample_power(1.0, 1.0, n, n)  # the textbook 17 per arm at d = 1
     assert needed == 17
     assert _two_sample_power(1.0, 1.0, 17, 17)[0] >= 0.8 > _two_sample_power(1.0, 1.0, 16, 16)[0]
+
+
+@pytest.mark.parametrize("df, noncentrality, alpha", [(4, 1.5, 0.05), (18, 3.0, 0.01), (2998, 4.56, 0.001),
+                                                     (10110, 8.4, 0.001), (10110, 8.4, 0.002)])
+def test_the_noncentral_t_power_is_scipys_at_few_and_at_thousands_of_df(df, noncentrality, alpha):
+    """The fallback's integral over χ²'s quantiles against scipy's noncentral t (finite at these points); over V
+    itself the quadrature missed the density's spike and returned 0 at thousands of df."""
+    crit = st.t.ppf(1 - alpha / 2, df)
+    reference = st.nct.sf(crit, df, noncentrality) + st.nct.cdf(-crit, df, noncentrality)
+    assert noncentral_t_power(noncentrality, df, alpha) == pytest.approx(reference, abs=1e-9)
+
+
+def test_seeds_needed_falls_as_the_level_loosens_where_statsmodels_power_is_nan():
+    """d = 1/6 needs about 2 (z_{1-α/2} + z_0.8)² / d² seeds per arm, past where statsmodels' power turns NaN: the
+    hypothesis case (α 0.001 -> 0.002) that once gave 3103 -> 5056."""
+    needed = {alpha: _two_sample_power(0.5, 3.0, 3, 3, alpha)[1] for alpha in (0.001, 0.002)}
+    assert needed[0.002] < needed[0.001]
+    for alpha, n in needed.items():
+        normal = 2 * (st.norm.isf(alpha / 2) + st.norm.ppf(0.8)) ** 2 * 36
+        assert normal < n < normal + 10  # the t-test needs a few seeds more than the normal approximation
 
 
 def test_power_agrees_with_a_simulation_of_the_tests():
