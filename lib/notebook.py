@@ -18,6 +18,7 @@ The variant rule, shared by the notebooks and the commands, is in ``lib.studies.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -209,14 +210,14 @@ class Setup:
         return records, runs
 
 
-    def two_looks(self, table_of: Callable[[pd.DataFrame, dict], pd.DataFrame], records: list[dict],
-                  frame: Callable[[list[dict]], pd.DataFrame] | None = None) -> pd.DataFrame:
+    def two_looks(self, records: list[dict], **context) -> pd.DataFrame:
         """The study's verdict table over its shipped runs (``records``) and, for the canonical results, the runs of
         its extension plans (``lib.decide``): each planned claim whose look 2 has finished is read there against its
-        boundary (:func:`lib.core.looks.two_looks`). ``table_of(runs, looks)``: the study's verdict table;
-        ``frame``: its runs frame of records where the module's needs the settings (study 3's knob)."""
+        boundary (:func:`lib.core.looks.two_looks`). The table is the study module's ``verdict_table(runs, looks,
+        settings, **context)``; ``context`` is what it reads beside the runs, by name (the trajectory, the sources)."""
         ext = plans.extension(self.store) if self.variant is None else plans.Extension()
-        runs = (frame or self.study.module.runs_frame)(records + ext.records)
+        runs = self.study.module.runs_frame(records + ext.records)
+        table_of = functools.partial(self.study.module.verdict_table, settings=self.settings, **context)
         return looks.two_looks(table_of, runs, ext.claims)
 
     def show_rerun(self, records: list[dict]) -> None:

@@ -596,20 +596,25 @@ SEARCHES = (("01_margin_factorial", "car_layer0_final", "layer-0 CAR, final epoc
              "≈ 97%, MNIST standing in; Fashion-MNIST ≈ 92%) to the paper's accuracy, within 5 points [ours]?"),
             ("03_difficulty_sweep", "top1", "top-1 (%)", "meets a published point's conditions?",
              "Study 3: at the length that brought MNIST to 94% in study 2's search, does the sweep's easy end reach "
-             "the paper's ≈ 97%, and where do its hard levels land (≈ 25–27% with CAR ≥ 50%)?"))
+             "the paper's ≈ 97%, and where do its hard levels land (≈ 25–27% with CAR ≥ 50%)?"),
+            ("05_flatnce_batch_size", "info_nce_factor", "1 - e^(-InfoNCE), final epoch", "factor ≤ 0.7?",
+             "Study 5: at its smallest batch, can a setting other than the losses bring InfoNCE's gradient factor "
+             "1 - e^(-InfoNCE) down to 0.7 or less, where FlatNCE's steps differ from InfoNCE's (the paper's "
+             "small-batch regime)? At the shipped setting it ends near 1: the two losses take the same steps."))
 
 
 def _search_table(table: pd.DataFrame, measured: str, label: str, condition: str) -> str:
-    lead = ["dataset"] if "dataset" in table else []
+    lead = [c for c in ("dataset", "lr_rule") if c in table]
     head = "".join(f"<th>{c}</th>" for c in (*lead, "setting (one change from the shipped one)", label,
                                              "top-1 (%)" if measured != "top1" else "layer-0 CAR (%)",
                                              "wall s (two runs at a time)", condition))
     other = "top1" if measured != "top1" else "car_layer0_final"
+    digits = 3 if measured == "info_nce_factor" else 1  # a factor below 1, against 0.7
     def seconds(x):
         return "–" if pd.isna(x) else f"{x:.0f}"
     rows = "".join("<tr>" + "".join(f"<td>{html.escape(str(r[c]))}</td>" for c in lead)
                    + f'<td data-label="setting">{html.escape(str(r["setting"]))}</td>'
-                   f'<td data-label="{label}">{r[measured]:.1f}</td><td>{r[other]:.1f}</td>'
+                   f'<td data-label="{label}">{r[measured]:.{digits}f}</td><td>{r[other]:.1f}</td>'
                    f'<td>{seconds(r["wall_s"])}</td><td>{"yes" if r["in_regime"] else "no"}</td></tr>'
                    for _, r in table.iterrows())
     return f'<div class="scroll"><table class="decide"><tr>{head}</tr>{rows}</table></div>'
@@ -635,7 +640,7 @@ def regime_search(results: Path) -> str:
                          f"{hours:.1f} run-hours.</p>" + _search_table(table, measured, label, condition))
     if not parts:
         return ""
-    return ('<h2 id="regime-search">Regime searches (studies 1–3)</h2><p class="meta">Before spending seeds, '
+    return ('<h2 id="regime-search">Regime searches (studies 1–3 and 5)</h2><p class="meta">Before spending seeds, '
             "<code>python -m lib.regime</code> trains one run per setting that plausibly brings a claim into the "
             "paper's regime, one change at a time, at the profile's own length; its runs are recorded like any "
             "run.</p>" + "".join(parts))

@@ -237,8 +237,7 @@ else:
 # not about the paper.
 
 # %% tags=["findings"]
-comparison = nb.two_looks(lambda runs, looks: study.paper_vs_reproduced(study.analyze(runs, settings), trajectory,
-                                                                         looks=looks), records)
+comparison = nb.two_looks(records, trajectory=trajectory)
 comparison_path = store.write_frame("paper_vs_reproduced", comparison)
 display(comparison)
 

@@ -220,8 +220,7 @@ if groups:
 # column).
 
 # %% tags=["findings"]
-comparison = nb.two_looks(lambda runs, looks: study.paper_vs_reproduced(study.analyze(runs, settings, sources),
-                                                                         skipped, runs, looks=looks), records)
+comparison = nb.two_looks(records, sources=sources, skipped=skipped)
 comparison_path = store.write_frame("paper_vs_reproduced", comparison)
 display(comparison)
 

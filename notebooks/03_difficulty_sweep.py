@@ -230,9 +230,7 @@ if groups:
 # %% tags=["findings"]
 # Each published point is matched on `summary` (the shipped runs) at every look: a claim planned at our level 0 is
 # read at level 0 on its look-2 seeds too, even where those seeds move the level's mean accuracy.
-comparison = nb.two_looks(lambda runs, looks: study.paper_vs_reproduced(summary, chance, stand_in, runs,
-                                                                         knob=settings["knob"], looks=looks),
-                          records, frame=lambda records: study.runs_frame(records, settings["knob"]))
+comparison = nb.two_looks(records, summary=summary, chance=chance, stand_in=stand_in)
 comparison_path = store.write_frame("paper_vs_reproduced", comparison)
 display(comparison)
 

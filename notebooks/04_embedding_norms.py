@@ -444,8 +444,8 @@ plt.show()
 # column says at which look each row was decided (`docs/verdicts.md`).
 
 # %% tags=["findings"]
-comparison = nb.two_looks(lambda runs, looks: study.paper_vs_reproduced(fit, convergence, latent, runs, ood_labels,
-                                                                       near_label, stand_in, looks=looks), records)
+comparison = nb.two_looks(records, fit=fit, convergence=convergence, latent=latent, ood_labels=ood_labels,
+                          near_label=near_label, stand_in=stand_in)
 store.write_frame("paper_vs_reproduced", comparison)
 display(comparison)
 

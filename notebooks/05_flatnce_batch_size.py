@@ -289,8 +289,7 @@ display(Markdown(f"Largest relative deviation (16 anchors): **{study.deviation_t
 # runs have finished (the `look` column).
 
 # %% tags=["findings"]
-verdicts = nb.two_looks(lambda runs, looks: study.paper_vs_reproduced(study.analyze(runs, settings), settings,
-                                                                     identity_error, looks=looks), records)
+verdicts = nb.two_looks(records, identity_error=identity_error)
 store.write_frame("paper_vs_reproduced", verdicts)
 display(verdicts)
 

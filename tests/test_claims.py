@@ -2,6 +2,7 @@
 file is the declarations' output, every claim row names a declared statement of its own study, and every declared
 statement is decided somewhere, or names the statement that decides the same experiment."""
 import json
+import re
 
 import pytest
 
@@ -47,3 +48,69 @@ def test_every_claim_the_shipped_tables_decide_names_a_declared_statement(number
             assert s.decided in every and not s.decided.startswith(s.id.split(".")[0] + "."), s.id
         else:
             assert s.id in read or s.ours.startswith("a check"), f"{s.id}: declared, never read"
+
+
+@pytest.mark.parametrize("number", sorted(STUDIES))
+def test_every_claim_row_tests_what_its_statement_declares(number):
+    """Each claim row of the shipped typed records (cpu and quick) has the measure, family, published value and
+    evidence tag its statement declares (the value of its part, where the statement has one per part): the rows
+    are made from the declarations, not restated beside them."""
+    study = STUDIES[number]
+    declared = {s.id: s for s in study.module.STATEMENTS}
+    for profile in ("quick", "cpu"):
+        path = TABLES / f"{study.notebook}_{profile}_verdicts.json"
+        for record in json.loads(path.read_text(encoding="utf-8")):
+            statement = declared.get(record["id"].split(":")[0])
+            if statement is None:
+                continue  # a check of ours with no id
+            derived = {} if statement.published is not None else {"published": record["published"]}
+            claim = statement.claim(record["quantity"], record["id"].partition(":")[2], **derived)
+            assert (record["measure"], record["family"], record["kind"]) == (claim.measure, claim.family, claim.kind)
+            assert record["published"] == pytest.approx(claim.published, rel=1e-11), record["id"]
+            if "evidence" not in statement.declared():
+                continue  # the row derives its tag with its value (a contrast of the sets at hand)
+            assert record["evidence"] == claim.evidence, record["id"]
+
+
+def _statement(**test) -> Statement:
+    return Statement("s1.x", "p", "[paper]", "o", **test)
+
+
+def test_a_statement_makes_its_claim_and_refuses_what_it_declares_given_again():
+    s = _statement(measure="variance_ratio", published=5.9, family="study 1", value_evidence="[summary]")
+    claim = s.claim("VR", "car-matched", cells=(("dataset", "cifar10"),))
+    assert (claim.measure, claim.published, claim.evidence, claim.family, claim.id) == (
+        "variance_ratio", 5.9, "[summary]", "study 1", "s1.x:car-matched")
+    with pytest.raises(ValueError, match="published declared by the statement"):
+        s.claim("VR", published=2.0)
+    with pytest.raises(ValueError, match="evidence declared by the statement"):
+        s.claim("VR", evidence="[code]")
+    per_part = _statement(measure="mean_difference", published={"90": 2.27, "100": 2.12}, family="f")
+    assert per_part.claim("gain", "90").published == 2.27 and per_part.claim("gain", "100").id == "s1.x:100"
+    with pytest.raises(ValueError, match="part='80' has no published value: one of 90, 100"):
+        per_part.claim("gain", "80")
+    with pytest.raises(ValueError, match="decided as s2.svhn_vr"):
+        _statement(decided="s2.svhn_vr").claim("VR")
+    with pytest.raises(ValueError, match="measure='ratios' is not allowed"):
+        _statement(measure="ratios")
+
+
+RENDERERS = {"lib/report.py", "lib/notebook.py", "lib/core/verdict_html.py"}  # they show the reader's table
+READING_BACK = re.compile(r"_paper_vs_reproduced\.csv[\"']|read_csv\([^)]*paper_vs_reproduced|verdict_text\b|"
+                          r"verdict\w*\s*\.\s*(startswith|split|endswith)\(|\.n\.split\(\" vs \"\)")
+
+
+def test_no_module_but_the_renderers_reads_verdicts_back_from_text():
+    """The reader's CSV and the verdict sentences are for people; lib.decide, the plans and the coverage read the
+    typed records (``<study>_<profile>_verdicts.json``, full precision). Outside the renderers and the engine that
+    writes them, no module opens the reader's table, parses a verdict sentence or splits the rounded seed counts."""
+    offenders = []
+    for path in sorted((PROJECT_ROOT / "lib").rglob("*.py")):
+        name = path.relative_to(PROJECT_ROOT).as_posix()
+        if name in RENDERERS or name == "lib/core/verdicts.py":
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if READING_BACK.search(line):
+                offenders.append(f"{name}:{number}: {line.strip()}")
+    assert not offenders, "\n".join(offenders)
+    assert READING_BACK.search('verdict.startswith("reproduced")') and READING_BACK.search("row.n.split(\" vs \")")

@@ -172,6 +172,21 @@ def test_verdicts_follow_the_measured_differences(effects, central, small):
     assert table[table.quantity.str.contains("largest at small batches")].iloc[0].verdict == small
 
 
+def test_a_profile_of_two_seeds_reads_no_claim_however_large_the_difference():
+    """Issue 49: no claim is read on 2 seeds an arm. A 6-point gain on 2 seeds is *not measured*, saying why (and
+    what reads it), not an inconclusive row; the same gain on 3 seeds is read, and reproduced."""
+    s = study.resolve({**PARAMETERS, "batch_sizes": [16, 64], "dataset": "cifar10", "profile": "cpu",
+                       "lr_rules": ["linear"]})
+    claims = {}
+    for seeds in (2, 3):
+        table = study.paper_vs_reproduced(study.analyze(fake_runs({16: 6.0, 64: 6.0}, seeds=seeds), s), s, 0.0)
+        claims[seeds] = table[(table.kind == "claim") & ~table.quantity.str.contains("ImageNet")]
+    two, three = claims[2], claims[3]
+    assert len(two) == len(three) > 0 and (two.verdict == "not measured").all()
+    assert two.ours.str.contains("2 seeds per arm at this profile, fewer than 3: not read here").all()
+    assert three.iloc[0].verdict == "reproduced"
+
+
 def test_every_published_number_has_a_row_with_an_evidence_tag():
     s = study.resolve(PARAMETERS)
     table = study.paper_vs_reproduced(study.analyze(fake_runs({16: 1.0, 32: 1.0}), s), s, 1e-16)
@@ -217,3 +232,27 @@ def test_bench_simclr_rows_cover_the_widths_with_speedups_over_width_1():
         # convolutions dominate and scale as width^2 (the stem and the heads less): FLOPs track it
         width = r["width_multiplier"]
         assert 0.7 * width ** 2 <= r["gflop_per_image"] / rows[0]["gflop_per_image"] <= 1.3 * width ** 2
+
+
+def test_the_regime_search_changes_one_setting_of_the_smallest_batchs_infonce_run_and_reads_its_factor():
+    """Each search run is the shipped InfoNCE run at the profile's smallest batch (seed 0, under each rule) with one
+    change of REGIME_SEARCH (the warm-up follows the epochs, the options the dataset); the table's factor is
+    1 - e^(-InfoNCE) of the final epoch and a setting is in the regime where it is at most the threshold."""
+    s = study.resolve({"profile": "cpu"})
+    shipped = {(c.lr_scaling, c.batch_size): c for c in study.plan(s) if c.loss == "infonce" and c.seed == 0}
+    configs = study.regime_search_configs(s)
+    assert len(configs) == len(study.REGIME_SEARCH) * len(s["lr_rules"])
+    for config, (change, rule) in zip(configs, [(c, r) for c in study.REGIME_SEARCH for r in s["lr_rules"]]):
+        base = shipped[(rule, s["batch_sizes"][0])]
+        differs = {k for k in vars(base) if getattr(config, k) != getattr(base, k)}
+        assert differs == {k for k, v in change.items() if getattr(base, k) != v}, change
+        assert config.warmup_epochs == pytest.approx(0.1 * config.epochs)  # FLAT's 10% warm-up at every length
+    losses = {"linear": 0.2, "sqrt": -math.log(0.29)}  # factors 1 - e^-l: 0.181, then 0.71 (just above 0.7)
+    records = [dict(config=vars(c), metrics={"info_nce_final": losses[c.lr_scaling], "probe_top1": 0.4},
+                    timings={"wall_s": 100.0}) for c in configs[:2]]
+    table = study.regime_table(records, pd.DataFrame(), s)
+    searched = table[~table.setting.str.startswith("shipped")]
+    assert list(searched.setting) == ["epochs = 12"] * 2
+    assert searched.info_nce_factor.tolist() == pytest.approx([1 - math.exp(-0.2), 0.71])
+    assert searched.in_regime.tolist() == [True, False] and study.FACTOR_THRESHOLD == 0.7
+    assert not table[table.setting.str.startswith("shipped")].in_regime.any()  # no shipped runs: nothing reached

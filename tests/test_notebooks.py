@@ -2,6 +2,7 @@
 import ast
 import hashlib
 import html
+import inspect
 import shutil
 import subprocess
 
@@ -94,6 +95,24 @@ def test_jupytext_pair_is_in_sync(path):
     from_ipynb = nbformat.read(path, as_version=4)
     assert [c.source for c in from_py.cells] == [c.source for c in from_ipynb.cells], \
         f"{path.name} and {paired.name} differ: run jupytext --sync {path}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_the_two_look_reading_is_the_study_modules_verdict_table_given_its_context_by_name(path):
+    """A notebook reads its verdicts over two looks through ``nb.two_looks(records, **context)``, no function of its
+    own: the table is its study module's ``verdict_table``, whose keyword-only parameters are the context the
+    notebook passes, every one of them and no other."""
+    tree = ast.parse(path.with_suffix(".py").read_text(encoding="utf-8"))
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+             and node.func.attr == "two_looks"]
+    if not calls:
+        return  # a study with no planned claims to extend (06's are simulations)
+    (call,) = calls
+    assert not any(isinstance(node, ast.Lambda) for node in ast.walk(call)), "no lambda: the module declares it"
+    module = find_study(path.stem).module
+    keywords = {name for name, parameter in inspect.signature(module.verdict_table).parameters.items()
+                if parameter.kind is inspect.Parameter.KEYWORD_ONLY}
+    assert {k.arg for k in call.keywords} == keywords
 
 
 # --------------------------------------------------------------------------- notebook 01

@@ -127,14 +127,22 @@ class Conditions:
 
 @dataclass(frozen=True)
 class Statement:
-    """A paper's claim, declared once in its study's module (``STATEMENTS``), for review beside what we measure:
-    docs/claims.md is generated from them (``python -m lib.studies.claims``). ``id`` is stable and names the rows and
-    the typed records of every :class:`Claim` built for it (``Claim.id``: the statement's id, then ``:`` and the
-    part of a claim that repeats per method, dataset or batch size); ``paper`` the paper's statement as
-    docs/studies.md gives it, with its ``evidence`` tag; ``ours`` the quantity we measure and how it maps onto the
-    paper's (every stand-in named: dataset, scale, epoch); ``conditions`` every condition the paper states for it,
-    either way (lib.studies.common's regimes read them), or why none applies; ``decided`` the statement that decides
-    it where it is the same experiment as another study's."""
+    """A paper's claim, declared once in its study's module (``STATEMENTS``): what the paper states, what we measure
+    for it, and how it is tested. docs/claims.md is generated from the text (``python -m lib.studies.claims``); the
+    verdict table's :class:`Claim` is made from the rest (:meth:`claim`), so that no study restates a measure, a
+    published value, a tag or a condition where it builds its rows.
+
+    Text: ``id`` is stable, ``s<study>.<name>``, and names the rows and the typed records of every Claim made from
+    it (``Claim.id``: the id, then ``:`` and the part of a claim that repeats per method, dataset or batch size);
+    ``paper`` the paper's statement as docs/studies.md gives it, with its ``evidence`` tag; ``ours`` the quantity we
+    measure and how it maps onto the paper's (every stand-in named: dataset, scale, epoch); ``conditions`` every
+    condition the paper states for it, either way, or why none applies; ``decided`` the statement that decides it
+    where it is the same experiment as another study's (such a statement makes no Claim).
+
+    Test: ``measure`` (one of :data:`MEASURES`), ``published`` (the paper's value in the measure's units, or one
+    value per part where the statement repeats with its own number) and ``value_evidence`` (the published value's
+    tag where it is not ``evidence``: a size of ours, a value derived), ``regime`` (the stated conditions, as
+    measured: a :class:`Regime` or :class:`Conditions`), and the remaining :class:`Claim` fields it fixes."""
 
     id: str
     paper: str
@@ -142,10 +150,66 @@ class Statement:
     ours: str
     conditions: str = "none stated"
     decided: str = ""
+    measure: str = ""
+    published: float | Mapping[str, float] | None = None
+    value_evidence: str = ""
+    family: str = ""
+    kind: str = "claim"
+    regime: Regime | Conditions | None = None
+    null: float | None = None
+    margin: float | None = None
+    published_n: tuple[int, int] | int | None = None
+    published_text: str = ""
+    seeds_parameters: tuple[str, ...] = ("seeds",)
 
     def __post_init__(self):
         if not re.fullmatch(r"s[1-6]\.[a-z0-9_]+", self.id):
             raise ValueError(f"id={self.id!r}: a statement id is s<study>.<name>, lower case, e.g. s2.fmnist_vr")
+        if self.measure and self.measure not in MEASURES:
+            raise ValueError(f"{self.id}: measure={self.measure!r} is not allowed: one of {', '.join(MEASURES)}")
+        if self.decided and self.measure:
+            raise ValueError(f"{self.id}: a statement decided as {self.decided!r} declares no measure of its own")
+
+    def declared(self) -> set[str]:
+        """The :class:`Claim` fields this statement fixes, which no row may give again: its measure, kind and
+        family always, and each other field it sets (``evidence`` where it sets ``value_evidence``)."""
+        fixed = {"measure", "kind", "family", "id"}
+        optional = ("published", "null", "margin", "published_n", "regime")
+        fixed |= {name for name in optional if getattr(self, name) is not None}
+        fixed |= {"published_text"} if self.published_text else set()
+        fixed |= {"evidence"} if self.value_evidence else set()
+        return fixed
+
+    def claim(self, quantity: str, part: str = "", **instance) -> Claim:
+        """The :class:`Claim` a verdict row tests for this statement, or for its ``part`` (a method, set or batch
+        size: the id's suffix, and the key of ``published`` where that is one value per part). ``instance`` holds
+        what only the row knows: its ``cells``, and what the statement leaves open (a value derived from the sets
+        at hand, a text naming the part); what the statement fixes (:meth:`declared`) cannot be given again."""
+        if not self.measure:
+            raise ValueError(f"{self.id} declares no measure: "
+                             + (f"it is decided as {self.decided}" if self.decided else "it makes no verdict row"))
+        twice = sorted(set(instance) & self.declared())
+        if twice:
+            raise ValueError(f"{self.id}: {', '.join(twice)} declared by the statement, not by the row")
+        published = self.published
+        if isinstance(published, Mapping):
+            if part not in published:
+                raise ValueError(f"{self.id}: part={part!r} has no published value: one of "
+                                 f"{', '.join(map(str, published))}")
+            published = published[part]
+        fields = dict(published=published, evidence=self.value_evidence or self.evidence, family=self.family,
+                      kind=self.kind, null=self.null, margin=self.margin, published_n=self.published_n,
+                      regime=self.regime, published_text=self.published_text, seeds_parameters=self.seeds_parameters)
+        fields.update(instance)
+        return Claim(quantity, self.measure, id=self.id + (f":{part}" if part else ""), **fields)
+
+
+def statement_of(statements: tuple[Statement, ...], statement_id: str) -> Statement:
+    """The statement of ``statements`` with this id (a study's ``STATEMENTS``); an unknown id names the known."""
+    for statement in statements:
+        if statement.id == statement_id:
+            return statement
+    raise KeyError(f"{statement_id!r} is not declared: one of {', '.join(s.id for s in statements)}")
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,9 @@ clamp-against-subtract comparison with its verdict, and the layer-0 trajectories
 
 Study 1 (``margin_factorial``) defines the comparison; studies 2 (``cross_dataset``) and 3
 (``difficulty_sweep``) repeat it per dataset and per difficulty level, so it lives here once.
+
+The module runs past 400 lines because each piece the three studies share lives here once: their parameters and
+operating points, the conditions the papers state (CAR, ease), the run tables and the layer-0 trajectories.
 """
 from __future__ import annotations
 
@@ -102,6 +105,15 @@ class CFFSettings(settings.ParallelRuns):
                                                  "clean")
     device: str = setting("auto", "auto | cpu | cuda: on a GPU the seeds of a cell train as one batched model",
                           settings.device())
+
+
+def operating_points_setting(points: dict) -> Any:
+    """A study's ``operating_points`` parameter (issue 49): the names of its ``points``, the settings of its profile
+    at which a claim's stated condition holds, read beside the shipped setting; an empty list runs none."""
+    def check(name: str, value, s: dict) -> list:
+        return [] if value == [] else params.choices(name, value, list(points))
+    return setting(None, "operating points read beside the shipped setting: " + " | ".join(points) + " ([] for none)",
+                   check)
 
 
 def margin_modes_with_both_arms(name: str, value, s: dict) -> list[str]:

@@ -105,11 +105,6 @@ def _shapes_options(name: str, value, s: dict) -> dict:
     return value
 
 
-def _operating_points(name: str, value, s: dict) -> list:
-    """Names of :data:`OPERATING_POINTS` (an empty list runs none)."""
-    return [] if value == [] else params.choices(name, value, list(OPERATING_POINTS))
-
-
 class Settings(common.CFFSettings):
     """Study 2's parameters (lib.core.settings): the cell of notebooks/02_cross_dataset_reversal is written from
     these lines and CFFSettings' (the training fields, checked by CFFConfig when the plan is built)."""
@@ -127,9 +122,7 @@ class Settings(common.CFFSettings):
     stabilizer: Optional[str] = setting(None, "logit stabiliser of every run (CFFConfig: {default} [code])",
                                         note="One logit stabiliser is enough: it is gradient-neutral.")
     train_subset: Optional[int] = setting(None, "use this many training images per dataset (0: all)")
-    operating_points: Optional[list] = setting(None, "operating points read beside the shipped setting: "
-                                                     + " | ".join(OPERATING_POINTS) + " ([] for none)",
-                                               _operating_points)
+    operating_points: Optional[list] = common.operating_points_setting(OPERATING_POINTS)
 
 
 def resolve(p: dict) -> dict:
@@ -365,35 +358,6 @@ OTHERS_GEOMETRIC_MEAN = math.exp(np.mean([math.log(PUBLISHED[d]["vr"]) for d in 
 EASE_CONDITION = "the task is easy: our accuracy within 5 points of the paper's [ours]"
 SCALE_TEXT = ("cpu: 9,000 training images a set, study 1's cpu model (4 layers, width 64, 8 epochs), 6 seeds per arm; "
               "quick: procedural shapes")
-STATEMENTS = (
-    verdicts.Statement("s2.reversal", "the CIFAR-10 effect reverses on other datasets: VR 5.90 on CIFAR-10, 0.39 on "
-                       "CIFAR-100, 0.25 on SVHN, 0.08 on Fashion-MNIST", "[paper]",
-                       "CIFAR-10's VR over the geometric mean of the other sets' VRs (29.8 with all three; 41.7 with "
-                       "SVHN and Fashion-MNIST, the sets at hand at cpu), by its exact log-chi-square distribution "
-                       "[ours: derived]; " + SCALE_TEXT, "every part's: CIFAR-10's CAR, each other set's own"),
-    verdicts.Statement("s2.cifar10_vr", "VR 5.90 on CIFAR-10 (p = 0.003)", "[paper]",
-                       "study 1's VR on this study's CIFAR-10 runs (one stabiliser); " + SCALE_TEXT,
-                       "layer-0 CAR of the clamp arm >= 50% [summary]"),
-    verdicts.Statement("s2.cifar100_vr", "VR 0.39 on CIFAR-100: positives ten times sparser, CAR 29%", "[paper]",
-                       "the VR on CIFAR-100 (not in the offline data at cpu: not measured; quick: shapes with 100 "
-                       "classes); its top-5 reading beside [code]", "a low CAR: < 50% (\"the saturation path is not "
-                       "active\" [summary])"),
-    verdicts.Statement("s2.svhn_vr", "VR 0.25 on SVHN: the task is too easy (about 97%), all seeds converge",
-                       "[paper]", "the VR on SVHN; MNIST stands in at cpu (SVHN is not in the offline data), easy "
-                       "shapes at quick; the ease search's MNIST run reached 94.2% after 32 epochs (80% after 8): the "
-                       "ease-matched operating point, declared, not yet run", EASE_CONDITION + ": at least 92%"),
-    verdicts.Statement("s2.fmnist_vr", "VR 0.08 on Fashion-MNIST (p = 0.029): high accuracy (about 92%) limits "
-                       "divergence between seeds", "[paper]", "the VR on Fashion-MNIST; " + SCALE_TEXT,
-                       EASE_CONDITION + ": at least 87%"),
-)
-STATEMENT_OF = {"cifar10": "s2.cifar10_vr", "cifar100": "s2.cifar100_vr", "svhn": "s2.svhn_vr",
-                "fashion_mnist": "s2.fmnist_vr"}
-REVERSAL = verdicts.Claim("the reversal: VR on CIFAR-10 over the geometric mean VR of the other sets", "vr_contrast",
-                          PUBLISHED["cifar10"]["vr"] / OTHERS_GEOMETRIC_MEAN,
-                          "[ours: derived from the [paper]'s VRs]", FAMILY, id="s2.reversal",
-                          published_text="CIFAR-10 5.90 against CIFAR-100 0.39, SVHN 0.25, Fashion-MNIST 0.08")
-
-
 # CIFAR-100's reversal, as the paper explains it: 100 classes make positives ten times sparser and the CAR falls to
 # 29%, the saturation path is not active [summary]. Its condition is a *low* CAR, the other side of CAR_REGIME.
 LOW_CAR_REGIME = verdicts.Regime(common.CAR_REGIME.measured, common.CAR_REGIME.bound,
@@ -411,6 +375,44 @@ def condition(published: str) -> verdicts.Regime | None:
     return common.CAR_REGIME if pub["vr"] > 1 else LOW_CAR_REGIME
 
 
+def _vr_test(published: str) -> dict:
+    """How one published dataset's VR is tested, as its statement declares it: the paper's number, its tag and the
+    condition the paper states for it (:func:`condition`)."""
+    pub = PUBLISHED[published]
+    return dict(measure="variance_ratio", published=pub["vr"], regime=condition(published), family=FAMILY)
+
+
+STATEMENTS = (
+    verdicts.Statement("s2.reversal", "the CIFAR-10 effect reverses on other datasets: VR 5.90 on CIFAR-10, 0.39 on "
+                       "CIFAR-100, 0.25 on SVHN, 0.08 on Fashion-MNIST", "[paper]",
+                       "CIFAR-10's VR over the geometric mean of the other sets' VRs (29.8 with all three; 41.7 with "
+                       "SVHN and Fashion-MNIST, the sets at hand at cpu), by its exact log-chi-square distribution "
+                       "[ours: derived]; " + SCALE_TEXT, "every part's: CIFAR-10's CAR, each other set's own",
+                       # its published value, tag and conditions are derived from the sets at hand, row by row
+                       measure="vr_contrast", family=FAMILY),
+    verdicts.Statement("s2.cifar10_vr", "VR 5.90 on CIFAR-10 (p = 0.003)", "[paper]",
+                       "study 1's VR on this study's CIFAR-10 runs (one stabiliser); " + SCALE_TEXT,
+                       "layer-0 CAR of the clamp arm >= 50% [summary]", **_vr_test("cifar10")),
+    verdicts.Statement("s2.cifar100_vr", "VR 0.39 on CIFAR-100: positives ten times sparser, CAR 29%", "[paper]",
+                       "the VR on CIFAR-100 (not in the offline data at cpu: not measured; quick: shapes with 100 "
+                       "classes); its top-5 reading beside [code]", "a low CAR: < 50% (\"the saturation path is not "
+                       "active\" [summary])", **_vr_test("cifar100")),
+    verdicts.Statement("s2.svhn_vr", "VR 0.25 on SVHN: the task is too easy (about 97%), all seeds converge",
+                       "[paper]", "the VR on SVHN; MNIST stands in at cpu (SVHN is not in the offline data), easy "
+                       "shapes at quick; the ease search's MNIST run reached 94.2% after 32 epochs (80% after 8): the "
+                       "ease-matched operating point (cpu)", EASE_CONDITION + ": at least 92%", **_vr_test("svhn")),
+    verdicts.Statement("s2.fmnist_vr", "VR 0.08 on Fashion-MNIST (p = 0.029): high accuracy (about 92%) limits "
+                       "divergence between seeds", "[paper]", "the VR on Fashion-MNIST; " + SCALE_TEXT,
+                       EASE_CONDITION + ": at least 87%", **_vr_test("fashion_mnist")),
+)
+STATEMENT_OF = {"cifar10": "s2.cifar10_vr", "cifar100": "s2.cifar100_vr", "svhn": "s2.svhn_vr",
+                "fashion_mnist": "s2.fmnist_vr"}
+REVERSAL = verdicts.statement_of(STATEMENTS, "s2.reversal").claim(
+    "the reversal: VR on CIFAR-10 over the geometric mean VR of the other sets",
+    published=PUBLISHED["cifar10"]["vr"] / OTHERS_GEOMETRIC_MEAN, evidence="[ours: derived from the [paper]'s VRs]",
+    published_text="CIFAR-10 5.90 against CIFAR-100 0.39, SVHN 0.25, Fashion-MNIST 0.08")
+
+
 def regime_value(published: str, frame: pd.DataFrame) -> float | None:
     """What :func:`condition` is read on, from one dataset entry's runs: its accuracy or its clamp arm's CAR."""
     if "acc" in PUBLISHED[published]:
@@ -421,17 +423,14 @@ def regime_value(published: str, frame: pd.DataFrame) -> float | None:
 def vr_claim(published: str, measured_on: str, top5: bool = False) -> verdicts.Claim:
     """The VR claim of one published dataset, measured on its own entry or a stand-in (named in the quantity)."""
     pub, name = PUBLISHED[published], display_name(published)
+    statement = verdicts.statement_of(STATEMENTS, STATEMENT_OF[published])
     on = "" if measured_on == published else f" (on {measured_on}, a stand-in)"
     if top5:
-        return verdicts.Claim(f"{name}: VR of top-5 accuracy (CFF's code reports top-5 on CIFAR-100){on}",
-                              "variance_ratio", pub["vr"], "[code]", FAMILY, regime=condition(published),
-                              id=f"{STATEMENT_OF[published]}:top5",
-                              published_text=f"{pub['vr']:.2f}, if the paper's VR is of top-5")
-    regime = condition(published)
+        return statement.claim(f"{name}: VR of top-5 accuracy (CFF's code reports top-5 on CIFAR-100){on}", "top5",
+                               evidence="[code]", published_text=f"{pub['vr']:.2f}, if the paper's VR is of top-5")
     arms = tuple(verdicts.cell(dataset=measured_on, margin_mode=mode) for mode in common.ARMS)  # for lib.decide
-    return verdicts.Claim(f"{name}: VR = Var(clamp)/Var(subtract){on}", "variance_ratio", pub["vr"], pub["vr_tag"],
-                          FAMILY, published_text=f"{pub['vr']:.2f}" + (f" (p = {pub['p']})" if "p" in pub else ""),
-                          regime=regime, cells=arms, id=STATEMENT_OF[published])
+    return statement.claim(f"{name}: VR = Var(clamp)/Var(subtract){on}", cells=arms,
+                           published_text=f"{pub['vr']:.2f}" + (f" (p = {pub['p']})" if "p" in pub else ""))
 
 
 def seed_arms_of_entry(runs: pd.DataFrame, entry: str, metric: str = "top1") -> tuple[dict, dict]:
@@ -439,6 +438,13 @@ def seed_arms_of_entry(runs: pd.DataFrame, entry: str, metric: str = "top1") -> 
     seeds = common.seed_observations(runs[runs.dataset == entry], [], [metric])
     return tuple({int(r.seed): 100 * float(getattr(r, metric)) for r in seeds[seeds.margin_mode == mode].itertuples()
                   if np.isfinite(getattr(r, metric))} for mode in common.ARMS)
+
+
+def verdict_table(runs: pd.DataFrame, looks: dict, settings: dict, *, sources: dict, skipped: dict
+                  ) -> pd.DataFrame:
+    """The verdict table of ``runs``, the planned claims in ``looks`` read at their look: lib.core.looks.two_looks
+    calls it once a look (through lib.notebook.Notebook.two_looks)."""
+    return paper_vs_reproduced(analyze(runs, settings, sources), skipped, runs, looks=looks)
 
 
 def paper_vs_reproduced(summary: pd.DataFrame, skipped: dict, runs: pd.DataFrame, looks: dict | None = None):
@@ -494,13 +500,13 @@ def paper_vs_reproduced(summary: pd.DataFrame, skipped: dict, runs: pd.DataFrame
         parts = ["cifar10", *(p for p in matched if p != "cifar10")]
         conditions = verdicts.Conditions(tuple(replace(condition(p), measured=f"{display_name(p)} ({matched[p]}): "
                                                        f"{condition(p).measured}") for p in parts))
-        claim = replace(REVERSAL, published=contrast, regime=conditions,
-                        quantity=f"{REVERSAL.quantity}: {display_name('cifar10')} ({matched['cifar10']}) against "
-                                 f"{listed}",
-                        published_text=f"{contrast:.3g} = 5.90 / geometric mean of "
-                                       + ", ".join(f"{v:.2f}" for v in published_others),
-                        evidence="[ours: derived from the [paper]'s VRs "
-                                 + ", ".join(f"{v:.2f}" for v in [PUBLISHED["cifar10"]["vr"], *published_others]) + "]")
+        claim = verdicts.statement_of(STATEMENTS, "s2.reversal").claim(
+            f"{REVERSAL.quantity}: {display_name('cifar10')} ({matched['cifar10']}) against {listed}",
+            published=contrast, regime=conditions,
+            published_text=f"{contrast:.3g} = 5.90 / geometric mean of "
+                           + ", ".join(f"{v:.2f}" for v in published_others),
+            evidence="[ours: derived from the [paper]'s VRs "
+                     + ", ".join(f"{v:.2f}" for v in [PUBLISHED["cifar10"]["vr"], *published_others]) + "]")
         tested.insert(0, verdicts.evaluate_contrast(claim, seed_arms_of_entry(runs, matched["cifar10"]), others,
                                                     regime_value=tuple(values[p] for p in parts)))
     else:

@@ -13,6 +13,9 @@ Two knobs [ours for both; the paper's exact knob is not public]:
 - ``difficulty``: the procedural ``shapes`` generator's difficulty (translation, contrast loss and
   pixel noise in the data itself, training and test alike): a controlled stand-in for a harder
   dataset, with no download.
+
+The module runs past 400 lines because it declares the study's claims (``STATEMENTS``), the conditions of each
+published point and its regime search beside the analysis that reads them.
 """
 from __future__ import annotations
 
@@ -247,34 +250,6 @@ HARD_OVER_CEILING = PUBLISHED_POINTS[2][1] / PUBLISHED_POINTS[0][1]  # 16.73 / 0
 SCALE_TEXT = ("cpu: MNIST stands in for SVHN (not in the offline data), difficulty set by augmentation levels 0-4, "
               "study 1's cpu model, 5 seeds per arm; quick: shapes at difficulty 0.1-0.5")
 POINT_CONDITION = "our accuracy within 5 points of the paper's [ours] (accuracy is the moderator [paper/summary])"
-STATEMENTS = (
-    verdicts.Statement("s3.difficulty", "the VR rises as the task gets harder: 0.25 at about 97% accuracy, 2.18 at "
-                       "26.8%, 16.73 at 25% (SVHN)", "[paper/summary]",
-                       "the VR at the level matched to 25% over the VR at the level matched to 97% (66.9 = 16.73 / "
-                       "0.25) [ours: derived], levels matched by relative accuracy; " + SCALE_TEXT,
-                       "both parts': the hard level's accuracy and CAR, the easy level's accuracy"),
-    verdicts.Statement("s3.vr_26_8", "VR 2.18 at 26.8% accuracy", "[summary]",
-                       "the VR at our level nearest 26.8% in relative accuracy; " + SCALE_TEXT,
-                       POINT_CONDITION + "; layer-0 CAR >= 50% (a VR above 1) [summary]"),
-    verdicts.Statement("s3.vr_25", "VR 16.73 at 25% accuracy", "[paper/summary]",
-                       "the VR at our level nearest 25% in relative accuracy; " + SCALE_TEXT,
-                       POINT_CONDITION + "; layer-0 CAR >= 50% (a VR above 1) [summary]"),
-    verdicts.Statement("s3.vr_97", "VR 0.25 at about 97% accuracy (SVHN)", "[paper]",
-                       "the VR at our easiest level: the same runs as study 2's SVHN reversal, shown here",
-                       POINT_CONDITION + ": at least 92%", decided="s2.svhn_vr"),
-)
-POINT_IDS = {26.8: "s3.vr_26_8", 25.0: "s3.vr_25", 97.0: "s3.vr_97"}
-DIFFICULTY = verdicts.Claim("difficulty: VR at the level matched to 25% accuracy over VR at the level matched to "
-                            "97%", "vr_contrast", HARD_OVER_CEILING,
-                            "[ours: derived from 16.73 [paper/summary] and 0.25 [paper]]", FAMILY, id="s3.difficulty",
-                            published_text=f"{HARD_OVER_CEILING:.3g} = 16.73 / 0.25")
-# The paper's SVHN point at ≈ 97% (VR 0.25) is the same published number as study 2's SVHN reversal, and at every
-# profile the same runs (study 2's SVHN entry; at cpu both read MNIST, the configs apart by train_subset alone): one
-# experiment, one verdict. Study 2 owns it; this study shows the point's number and names the verdict's row.
-OWNED_ELSEWHERE = {PUBLISHED_POINTS[0][0]: "study 2 (02_cross_dataset_reversal), its row \"SVHN: VR = "
-                                           "Var(clamp)/Var(subtract)\""}
-
-
 def point_conditions(acc: float, vr: float, tag: str) -> verdicts.Conditions:
     """Every condition the paper states for one published point: its accuracy (the moderator: the easy point at
     least as easy, within :data:`common.EASE_TOLERANCE`; a hard point within that many points either side), and for
@@ -282,6 +257,44 @@ def point_conditions(acc: float, vr: float, tag: str) -> verdicts.Conditions:
     if vr < 1:
         return verdicts.Conditions((common.ease_regime(acc, tag),))
     return verdicts.Conditions((*common.accuracy_near(acc, tag), common.CAR_REGIME))
+
+
+def _point_test(acc: float) -> dict:
+    """How one published point's VR is tested, as its statement declares it: the paper's VR, its tag, and the
+    conditions the paper states for it (:func:`point_conditions`)."""
+    _, vr, tag = next(point for point in PUBLISHED_POINTS if point[0] == acc)
+    return dict(measure="variance_ratio", published=vr, value_evidence=tag, regime=point_conditions(acc, vr, tag),
+                family=FAMILY)
+
+
+STATEMENTS = (
+    verdicts.Statement("s3.difficulty", "the VR rises as the task gets harder: 0.25 at about 97% accuracy, 2.18 at "
+                       "26.8%, 16.73 at 25% (SVHN)", "[paper/summary]",
+                       "the VR at the level matched to 25% over the VR at the level matched to 97% (66.9 = 16.73 / "
+                       "0.25) [ours: derived], levels matched by relative accuracy; " + SCALE_TEXT,
+                       "both parts': the hard level's accuracy and CAR, the easy level's accuracy",
+                       # its conditions are its two parts', read at the levels the row matches
+                       measure="vr_contrast", published=HARD_OVER_CEILING, family=FAMILY,
+                       value_evidence="[ours: derived from 16.73 [paper/summary] and 0.25 [paper]]",
+                       published_text=f"{HARD_OVER_CEILING:.3g} = 16.73 / 0.25"),
+    verdicts.Statement("s3.vr_26_8", "VR 2.18 at 26.8% accuracy", "[summary]",
+                       "the VR at our level nearest 26.8% in relative accuracy; " + SCALE_TEXT,
+                       POINT_CONDITION + "; layer-0 CAR >= 50% (a VR above 1) [summary]", **_point_test(26.8)),
+    verdicts.Statement("s3.vr_25", "VR 16.73 at 25% accuracy", "[paper/summary]",
+                       "the VR at our level nearest 25% in relative accuracy; " + SCALE_TEXT,
+                       POINT_CONDITION + "; layer-0 CAR >= 50% (a VR above 1) [summary]", **_point_test(25.0)),
+    verdicts.Statement("s3.vr_97", "VR 0.25 at about 97% accuracy (SVHN)", "[paper]",
+                       "the VR at our easiest level: the same runs as study 2's SVHN reversal, shown here",
+                       POINT_CONDITION + ": at least 92%", decided="s2.svhn_vr"),
+)
+POINT_IDS = {26.8: "s3.vr_26_8", 25.0: "s3.vr_25", 97.0: "s3.vr_97"}
+DIFFICULTY = verdicts.statement_of(STATEMENTS, "s3.difficulty").claim(
+    "difficulty: VR at the level matched to 25% accuracy over VR at the level matched to 97%")
+# The paper's SVHN point at ≈ 97% (VR 0.25) is the same published number as study 2's SVHN reversal, and at every
+# profile the same runs (study 2's SVHN entry; at cpu both read MNIST, the configs apart by train_subset alone): one
+# experiment, one verdict. Study 2 owns it; this study shows the point's number and names the verdict's row.
+OWNED_ELSEWHERE = {PUBLISHED_POINTS[0][0]: "study 2 (02_cross_dataset_reversal), its row \"SVHN: VR = "
+                                           "Var(clamp)/Var(subtract)\""}
 
 
 def point_values(runs: pd.DataFrame, level, vr: float) -> tuple:
@@ -300,6 +313,15 @@ def seed_arms_at_level(runs: pd.DataFrame, level) -> tuple[dict, dict]:
 def level_car(runs: pd.DataFrame, level) -> float | None:
     """The clamp arm's final-epoch layer-0 CAR (percent) at one level: where the regime of a VR > 1 is read."""
     return common.clamp_car(runs[(runs.level == level) & (runs.status == "ok")])
+
+
+def verdict_table(runs: pd.DataFrame, looks: dict, settings: dict, *, summary: pd.DataFrame, chance: float,
+                  stand_in: str | None) -> pd.DataFrame:
+    """The verdict table of ``runs``, the planned claims in ``looks`` read at their look: lib.core.looks.two_looks
+    calls it once a look (through lib.notebook.Notebook.two_looks). Each published point is matched on ``summary``,
+    look 1's, at every look. A run's ``level`` is its setting of the swept knob, a column of every runs frame."""
+    runs = runs.assign(level=runs[settings["knob"]])
+    return paper_vs_reproduced(summary, chance, stand_in, runs, knob=settings["knob"], looks=looks)
 
 
 def paper_vs_reproduced(summary: pd.DataFrame, chance: float, stand_in: str | None, runs: pd.DataFrame, *,
@@ -324,19 +346,28 @@ def paper_vs_reproduced(summary: pd.DataFrame, chance: float, stand_in: str | No
     ours_rel = relative_accuracy(measured.top1_mean, chance, ceiling) if len(measured) else np.array([])
     for acc, vr, tag in PUBLISHED_POINTS:
         target = float(relative_accuracy(acc, PUBLISHED_CHANCE, PUBLISHED_CEILING))
-        claim = verdicts.Claim(f"VR at {acc:g}% accuracy ({target:.2f} of the way from chance to the ceiling){on}",
-                               "variance_ratio", vr, tag, FAMILY, regime=point_conditions(acc, vr, tag),
-                               id=POINT_IDS[acc])
-        if not len(measured):
-            tested.append(replace(verdicts.evaluate(claim), notes={"why": "too few finished runs"}))
+        quantity = f"VR at {acc:g}% accuracy ({target:.2f} of the way from chance to the ceiling){on}"
+        i = int(np.argmin(np.abs(ours_rel - target))) if len(measured) else None
+        distance = abs(float(ours_rel[i]) - target) if i is not None else np.nan
+        if i is None:
+            why = "too few finished runs"
+        elif not distance <= MATCH_DISTANCE:  # also when the relative accuracy is undefined
+            why = (f"no level at this relative accuracy (the nearest, level {measured.iloc[i].level:g}, is "
+                   f"{distance:.2f} of the chance-to-ceiling range away)")
+        else:
+            why = ""
+        if acc in OWNED_ELSEWHERE:  # another study decides it: its number is shown here, as a check
+            claim = verdicts.Claim(quantity, "variance_ratio", vr, tag, kind="check")
+        else:
+            claim = verdicts.statement_of(STATEMENTS, POINT_IDS[acc]).claim(quantity)
+        if why:
+            if acc in OWNED_ELSEWHERE:
+                owned.append(verdicts.check(f"{quantity}: the same experiment as study 2's SVHN reversal",
+                                            f"not measured: {why}", f"{vr:g}", tag))
+            else:
+                tested.append(replace(verdicts.evaluate(claim), notes={"why": why}))
             continue
-        i = int(np.argmin(np.abs(ours_rel - target)))
-        r, distance = measured.iloc[i], abs(float(ours_rel[i]) - target)
-        if not distance <= MATCH_DISTANCE:  # also when the relative accuracy is undefined
-            tested.append(replace(verdicts.evaluate(claim), notes={
-                "why": f"no level at this relative accuracy (the nearest, level {r.level:g}, is {distance:.2f} of "
-                       "the chance-to-ceiling range away)"}))
-            continue
+        r = measured.iloc[i]
         matched[acc] = r.level
         level = int(r.level) if knob == "aug_level" else float(r.level)  # as the run configs hold it
         claim = replace(claim, quantity=f"{claim.quantity}: our level {r.level:g}, {r.top1_mean:.1f}% accuracy, "

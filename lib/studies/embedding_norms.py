@@ -669,36 +669,52 @@ PUBLISHED = {
 
 
 FAMILY = "study 4"  # its claims are Holm-corrected together
+SMALLEST_RHO = 0.1  # the paper gives no size for its correlations: the smallest we would call an effect [ours]
+SMALLEST_AUROC_GAIN = 0.05  # nor for the OOD ordering: the smallest AUROC distance from 0.5 that matters [ours]
+CHANCE_AUROC = 0.5  # a score that does not order the two sets
+OURS_SIZE = "[paper] claim, [ours] size"
 SCALE_TEXT = ("cpu: the CIFAR-10 subset (10,000 training images), ResNet-18 at width 1/8, 25 epochs; quick: "
               "procedural shapes")
 STATEMENTS = (
     verdicts.Statement("s4.confidence", "a high norm goes with kNN correctness and low label entropy", "[paper]",
                        "per seed, Spearman's rho of the embedding norm and held-out kNN correctness, SimCLR and "
                        "SimSiam, against our smallest rho of interest, 0.1 [ours]; " + SCALE_TEXT,
-                       "models trained with a cosine-similarity SSL loss"),
+                       "models trained with a cosine-similarity SSL loss",
+                       measure="one_sample", published=SMALLEST_RHO, value_evidence=OURS_SIZE, family=FAMILY,
+                       published_text=f"positive (no size published; {SMALLEST_RHO} is ours)"),
     verdicts.Statement("s4.ood_auroc", "OOD samples get clearly smaller norms", "[paper]",
                        "per seed, the AUROC of the trained network's norm as an in-distribution score against 0.5 "
                        "(smallest distance of interest 0.05 [ours]): near-OOD, CIFAR-10 classes 5-9 held out of "
                        "training (primary); far-OOD, Fashion-MNIST and MNIST at 32 px (secondary); the gain over "
                        "initialisation a check beside it [ours]; " + SCALE_TEXT,
-                       "models trained with a cosine-similarity SSL loss"),
+                       "models trained with a cosine-similarity SSL loss",
+                       measure="one_sample", published=CHANCE_AUROC + SMALLEST_AUROC_GAIN, null=CHANCE_AUROC,
+                       value_evidence=OURS_SIZE, family=FAMILY,
+                       published_text=f"> 0.5: OOD samples get clearly smaller norms (no size published; "
+                                      f"{CHANCE_AUROC + SMALLEST_AUROC_GAIN:g} is ours)"),
     verdicts.Statement("s4.interventions_simsiam", "cut-initialisation and GradScale raise SimSiam's kNN accuracy on "
                        "imbalanced CIFAR-100 from 21.6% to 31.5%", "[summary]",
                        "kNN accuracy with each intervention - the default, on imbalanced CIFAR-10 (CIFAR-100 is not in "
-                       "the offline data); " + SCALE_TEXT, "none stated"),
+                       "the offline data); " + SCALE_TEXT, "none stated", measure="mean_difference",
+                       published=PUBLISHED["simsiam_imbalanced"][1] - PUBLISHED["simsiam_imbalanced"][0], family=FAMILY,
+                       published_text="{0}% -> {1}% (+{2:.1f}, CIFAR-100)".format(
+                           *PUBLISHED["simsiam_imbalanced"],
+                           PUBLISHED["simsiam_imbalanced"][1] - PUBLISHED["simsiam_imbalanced"][0])),
     verdicts.Statement("s4.cut_init_simclr", "cut-initialisation gives SimCLR about +1 to +2 points (CIFAR-100)",
                        "[summary]", "kNN accuracy with cut-initialisation - the default, balanced CIFAR-10; "
-                       + SCALE_TEXT, "none stated"),
+                       + SCALE_TEXT, "none stated", measure="mean_difference",
+                       published=float(np.mean(PUBLISHED["simclr_cut"])), family=FAMILY,
+                       published_text="about +1 to +2 points (CIFAR-100)"),
     verdicts.Statement("s4.imagenet100", "with the interventions, SimSiam gains about 10 points on ImageNet-100",
-                       "[summary]", "not measured: no profile trains on ImageNet-100", "none stated"),
+                       "[summary]", "not measured: no profile trains on ImageNet-100", "none stated",
+                       measure="mean_difference", published=10.0, family=FAMILY, published_text="about +10 points"),
     verdicts.Statement("s4.latent", "rarer latent classes end with smaller norms", "[code]",
                        "per seed of the authors' latent-class simulation, Spearman's rho of class frequency and final "
-                       "norm, against our smallest rho of interest, 0.1 [ours]", "none stated"),
+                       "norm, against our smallest rho of interest, 0.1 [ours]", "none stated",
+                       measure="one_sample", published=SMALLEST_RHO, value_evidence="[code] claim, [ours] size",
+                       family=FAMILY,
+                       published_text=f"rarer -> smaller norm (no size published; {SMALLEST_RHO} is ours)"),
 )
-SMALLEST_RHO = 0.1  # the paper gives no size for its correlations: the smallest we would call an effect [ours]
-SMALLEST_AUROC_GAIN = 0.05  # nor for the OOD ordering: the smallest AUROC distance from 0.5 that matters [ours]
-CHANCE_AUROC = 0.5  # a score that does not order the two sets
-OURS_SIZE = "[paper] claim, [ours] size"
 
 
 def seed_values(frame: pd.DataFrame, column: str) -> dict[int, float]:
@@ -727,6 +743,14 @@ def gain_check(method: str, what: str, on: str, gain: dict[int, float], at_init:
                           f"what training added){on}", ours, "(no gain published)", "[ours]")
 
 
+def verdict_table(runs: pd.DataFrame, looks: dict, settings: dict, *, fit: dict, convergence: pd.DataFrame,
+                  latent: pd.DataFrame, ood_labels: list, near_label: str | None, stand_in: str | None
+                  ) -> pd.DataFrame:
+    """The verdict table of ``runs``, the planned claims in ``looks`` read at their look: lib.core.looks.two_looks
+    calls it once a look (through lib.notebook.Notebook.two_looks)."""
+    return paper_vs_reproduced(fit, convergence, latent, runs, ood_labels, near_label, stand_in, looks=looks)
+
+
 def paper_vs_reproduced(fit: dict, convergence: pd.DataFrame, latent: pd.DataFrame, runs: pd.DataFrame,
                         ood_labels: list[str], near: str | None, stand_in: str | None,
                         looks: dict | None = None) -> pd.DataFrame:
@@ -748,6 +772,9 @@ def paper_vs_reproduced(fit: dict, convergence: pd.DataFrame, latent: pd.DataFra
     ok = runs[runs.status == "ok"]
     tested = []
 
+    def statement(statement_id: str) -> verdicts.Statement:
+        return verdicts.statement_of(STATEMENTS, statement_id)
+
     def one_seed(claim, *arms):
         sizes = [len(a) for a in arms]
         if sizes and 0 < min(sizes) < 2:
@@ -757,11 +784,9 @@ def paper_vs_reproduced(fit: dict, convergence: pd.DataFrame, latent: pd.DataFra
 
     balanced_default = ok[(ok.data == "balanced") & (ok.intervention == "default")]
     for method, group in balanced_default.groupby("method"):
-        claim = verdicts.Claim(f"(d) {method}: the norm as a confidence score: Spearman rho of norm and held-out kNN "
-                               f"correctness, per seed{on}", "one_sample", SMALLEST_RHO, OURS_SIZE, FAMILY,
-                               published_text=f"positive (no size published; {SMALLEST_RHO} is ours)",
-                               cells=(cell(method=method, data="balanced", intervention="default"),),
-                               id=f"s4.confidence:{method}")
+        claim = statement("s4.confidence").claim(
+            f"(d) {method}: the norm as a confidence score: Spearman rho of norm and held-out kNN correctness, per "
+            f"seed{on}", method, cells=(cell(method=method, data="balanced", intervention="default"),))
         tested.append(one_seed(claim, seed_values(group, "norm_rho")))
     ood_runs = ok[ok.data == "seen_classes"]
     ordered = [near] + [label for label in ood_labels if label != near] if near in ood_labels else list(ood_labels)
@@ -772,53 +797,41 @@ def paper_vs_reproduced(fit: dict, convergence: pd.DataFrame, latent: pd.DataFra
             if f"auroc_{label}" not in group or init not in group:
                 continue
             what = f"near-OOD, held-out classes {label}" if label == near else f"far-OOD {label} (secondary)"
-            claim = verdicts.Claim(
+            claim = statement("s4.ood_auroc").claim(
                 f"(d) {method}: the norm as an OOD score ({what}): AUROC of the trained network's norm, "
-                f"in-distribution against unseen, per seed{on}", "one_sample", CHANCE_AUROC + SMALLEST_AUROC_GAIN,
-                OURS_SIZE, FAMILY,
-                null=CHANCE_AUROC, cells=(cell(method=method, data="seen_classes"),),
-                id=f"s4.ood_auroc:{method}/{label}",
-                published_text=f"> 0.5: OOD samples get clearly smaller norms (no size published; "
-                               f"{CHANCE_AUROC + SMALLEST_AUROC_GAIN:g} is ours)",
+                f"in-distribution against unseen, per seed{on}", f"{method}/{label}",
+                cells=(cell(method=method, data="seen_classes"),),
                 planned_as=f"(d) {method}: the norm as an OOD score ({what}): AUROC trained - at initialisation, per "
                            f"seed{on}")
             tested.append(one_seed(claim, seed_values(group, f"auroc_{label}")))
             gain = group.assign(gain=group[f"auroc_{label}"] - group[init])
             gains.append(gain_check(method, what, on, seed_values(gain, "gain"), seed_values(group, init)))
     if ood_runs.empty:
-        tested.append(replace(verdicts.evaluate(verdicts.Claim(
-            "(d) the norm as an OOD score (near-OOD: held-out classes)", "one_sample",
-            CHANCE_AUROC + SMALLEST_AUROC_GAIN, OURS_SIZE, FAMILY, null=CHANCE_AUROC, id="s4.ood_auroc")),
+        tested.append(replace(verdicts.evaluate(statement("s4.ood_auroc").claim(
+            "(d) the norm as an OOD score (near-OOD: held-out classes)")),
             notes={"why": "no OOD runs in this profile"}))
-    low, high = PUBLISHED["simsiam_imbalanced"]
-    for method, data, treated, published, text, statement in (
-            ("simsiam", "imbalanced", ("cut_init", "grad_scale", "cut_init+grad_scale"), high - low,
-             f"{low}% -> {high}% (+{high - low:.1f}, CIFAR-100)", "s4.interventions_simsiam"),
-            ("simclr", "balanced", ("cut_init",), float(np.mean(PUBLISHED["simclr_cut"])),
-             "about +1 to +2 points (CIFAR-100)", "s4.cut_init_simclr")):
+    for method, data, treated, statement_id in (
+            ("simsiam", "imbalanced", ("cut_init", "grad_scale", "cut_init+grad_scale"), "s4.interventions_simsiam"),
+            ("simclr", "balanced", ("cut_init",), "s4.cut_init_simclr")):
         arm = ok[(ok.method == method) & (ok.data == data)]
         default = seed_values(arm[arm.intervention == "default"], "knn_top1")
         for intervention in treated:
             runs_of = arm[arm.intervention == intervention]
             if runs_of.empty:
                 continue
-            claim = verdicts.Claim(f"(c) {method} on {data} data: kNN accuracy with {intervention} - default "
-                                   f"(points){on}", "mean_difference", published, "[summary]", FAMILY,
-                                   published_text=text,
-                                   cells=(cell(method=method, data=data, intervention=intervention),
-                                          cell(method=method, data=data, intervention="default")),
-                                   id=f"{statement}:{intervention}")
+            claim = statement(statement_id).claim(
+                f"(c) {method} on {data} data: kNN accuracy with {intervention} - default (points){on}", intervention,
+                cells=(cell(method=method, data=data, intervention=intervention),
+                       cell(method=method, data=data, intervention="default")))
             tested.append(one_seed(claim, {k: 100 * v for k, v in seed_values(runs_of, "knn_top1").items()},
                                    {k: 100 * v for k, v in default.items()}))
-    tested.append(replace(verdicts.evaluate(verdicts.Claim(
-        "(c) SimSiam on ImageNet-100 with the interventions: kNN gain (points)", "mean_difference", 10.0, "[summary]",
-        FAMILY, published_text="about +10 points", id="s4.imagenet100")), notes={"why": "no ImageNet-100 here"}))
+    tested.append(replace(verdicts.evaluate(statement("s4.imagenet100").claim(
+        "(c) SimSiam on ImageNet-100 with the interventions: kNN gain (points)")),
+        notes={"why": "no ImageNet-100 here"}))
     if len(latent):
-        tested.append(verdicts.evaluate(verdicts.Claim(
+        tested.append(verdicts.evaluate(statement("s4.latent").claim(
             "(b) rarer latent classes end with smaller norms: Spearman rho of class frequency and final norm, per "
-            "seed of the authors' simulation", "one_sample", SMALLEST_RHO, "[code] claim, [ours] size", FAMILY,
-            published_text=f"rarer -> smaller norm (no size published; {SMALLEST_RHO} is ours)", id="s4.latent"),
-            latent_rhos(latent)))
+            "seed of the authors' simulation"), latent_rhos(latent)))
     rows = verdicts.decide(tested, looks) + gains
     slope = fit["slope"]
     rows.append(verdicts.check(

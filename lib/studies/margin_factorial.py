@@ -23,7 +23,7 @@ import pandas as pd
 
 from lib.cff.batched import train_cff_seeds
 from lib.cff.training import CFFConfig, train_cff
-from lib.core import params, settings, stats, verdicts
+from lib.core import settings, stats, verdicts
 from lib.core.config import as_dict
 from lib.core.losses import MARGIN_MODES, STABILIZERS
 from lib.core.settings import setting
@@ -76,8 +76,10 @@ TREND_EPOCHS = 8  # the trajectory's growth is judged on the slope over its last
 PUBLISHED_GRAD_RATIO = 4.0  # layer-0 gradient norm, subtract / clamp [summary]; the epoch it was measured at is unknown
 FAMILY = "study 1"  # its claims are Holm-corrected together
 EQUIVALENCE_MARGIN = 1.0  # top-1 points: a mean difference below one point does not matter [ours]
-# The published claims, declared once: lib.core.verdicts tests each on seed-level observations.
-# The paper's claims, declared once (docs/claims.md is generated from them), and the Claims that test them.
+# The paper's claims, declared once (docs/claims.md is generated from them): what the paper states, what we measure,
+# and how it is tested. The paper states "no mean difference" and the 4.0x gradient ratio for the CIFAR-10 setting of
+# the VR, as consequences of the same saturation [summary]: the VR's condition. The dose-response's condition is the
+# dose itself (a smaller margin, less saturation by design) [summary], not the headline's CAR.
 CAR_CONDITION = ("layer-0 CAR of the clamp arm, final epoch, >= 50% (\"below 50% -> clamping effect likely "
                  "negligible\" [summary]; the paper's 60.7% [paper])")
 SCALE_TEXT = ("cpu: the CIFAR-10 subset (10,000 training images), CFF's ViT at 4 layers and width 64, 8 epochs "
@@ -88,45 +90,45 @@ STATEMENTS = (
     verdicts.Statement("s1.vr", "clamping inflates the seed-to-seed variance of top-1 on CIFAR-10: VR = 5.90 "
                        "(F-test p = 0.003, bootstrap CI 1.62 to 15.80, 7 seeds per cell)", "[paper]",
                        f"VR = Var(clamp)/Var(subtract) of top-1 over seeds, a seed's detach and direct twins averaged; "
-                       f"{SCALE_TEXT}", CAR_CONDITION),
+                       f"{SCALE_TEXT}", CAR_CONDITION,
+                       measure="variance_ratio", published=5.90, published_n=7, regime=common.CAR_REGIME,
+                       family=FAMILY, published_text="5.90, by the paper's F-test p = 0.003 and bootstrap CI 1.62 to "
+                                                     "15.80"),
     verdicts.Statement("s1.means", "no mean difference between clamp and subtract (p = 0.92)", "[summary]",
                        "mean top-1 difference clamp - subtract, equivalent within ±1 point [ours] (TOST); "
-                       "the VR's runs, at both operating points", CAR_CONDITION + ": stated for the VR's setting"),
-    verdicts.Statement("s1.grad", "layer-0 gradient norm 4.0x lower under clamp (its epoch unknown)", "[summary]",
-                       "layer-0 gradient norm subtract / clamp at the factorial's final epoch (the VR's runs, at both "
-                       "operating points); the layer-0-alone runs (32 epochs) and their trajectory a check beside it",
-                       CAR_CONDITION + ": stated for the VR's setting"),
-    verdicts.Statement("s1.dose", "lowering m0 from 0.4 to 0.2 lowers the VR from 5.90 to 2.98", "[summary]",
-                       "VR of the clamp arm at m0 = 0.2 against subtract at m0 = 0.4; the VR's scale",
-                       "its dose (less saturation by design), not the headline's CAR"),
-)
-CLAIMS = {
-    "vr": verdicts.Claim("VR = Var(clamp)/Var(subtract), a seed's twins averaged", "variance_ratio", 5.90,
-                         "[paper]", FAMILY, published_n=7, regime=common.CAR_REGIME, id="s1.vr",
-                         published_text="5.90, by the paper's F-test p = 0.003 and bootstrap CI 1.62 to 15.80"),
-    # The paper states "no mean difference" and the 4.0x gradient ratio for the CIFAR-10 setting of the VR, as
-    # consequences of the same saturation [summary]: the same condition as the VR.
-    "means": verdicts.Claim("mean top-1 difference clamp - subtract (points)", "equivalence", 0.0, "[summary]",
-                            FAMILY, margin=EQUIVALENCE_MARGIN, published_text="none (p = 0.92)",
-                            regime=common.CAR_REGIME, id="s1.means"),
+                       "the VR's runs, at both operating points", CAR_CONDITION + ": stated for the VR's setting",
+                       measure="equivalence", published=0.0, margin=EQUIVALENCE_MARGIN, regime=common.CAR_REGIME,
+                       family=FAMILY, published_text="none (p = 0.92)"),
     # One claim, one row: the paper's epoch is unknown, and we read the ratio where the VR is read, at the final
     # epoch of the factorial's model. The layer-0-alone runs (a 1-layer model trained 4x longer) are a check beside
     # it, with their trajectory's slope: our refinement, not a second verdict.
-    "grad": verdicts.Claim("layer-0 gradient norm, subtract / clamp, final epoch", "ratio", PUBLISHED_GRAD_RATIO,
-                           "[summary]", FAMILY, regime=common.CAR_REGIME, id="s1.grad",
-                           published_text="4.0x (epoch unknown: read at our final epoch)"),
-    # Its condition is the dose itself (a smaller margin, less saturation by design) [summary], not the headline's CAR.
-    "dose": verdicts.Claim("dose-response: VR with m0 = {dose_m0:g} (clamp) against subtract at m0", "variance_ratio",
-                           2.98, "[summary]", FAMILY, seeds_parameters=("dose_seeds", "seeds"), id="s1.dose"),
+    verdicts.Statement("s1.grad", "layer-0 gradient norm 4.0x lower under clamp (its epoch unknown)", "[summary]",
+                       "layer-0 gradient norm subtract / clamp at the factorial's final epoch (the VR's runs, at both "
+                       "operating points); the layer-0-alone runs (32 epochs) and their trajectory a check beside it",
+                       CAR_CONDITION + ": stated for the VR's setting",
+                       measure="ratio", published=PUBLISHED_GRAD_RATIO, regime=common.CAR_REGIME, family=FAMILY,
+                       published_text="4.0x (epoch unknown: read at our final epoch)"),
+    verdicts.Statement("s1.dose", "lowering m0 from 0.4 to 0.2 lowers the VR from 5.90 to 2.98", "[summary]",
+                       "VR of the clamp arm at m0 = 0.2 against subtract at m0 = 0.4; the VR's scale",
+                       "its dose (less saturation by design), not the headline's CAR",
+                       measure="variance_ratio", published=2.98, family=FAMILY,
+                       seeds_parameters=("dose_seeds", "seeds")),
+)
+
+
+def _statement(statement_id: str) -> verdicts.Statement:
+    return verdicts.statement_of(STATEMENTS, statement_id)
+
+
+CLAIMS = {
+    "vr": _statement("s1.vr").claim("VR = Var(clamp)/Var(subtract), a seed's twins averaged"),
+    "means": _statement("s1.means").claim("mean top-1 difference clamp - subtract (points)"),
+    "grad": _statement("s1.grad").claim("layer-0 gradient norm, subtract / clamp, final epoch"),
+    "dose": _statement("s1.dose").claim("dose-response: VR with m0 = {dose_m0:g} (clamp) against subtract at m0"),
     # A description of the paper's run, not a hypothesis with a null: shown as a check beside it.
     "car": verdicts.Claim("layer-0 clamp activation rate, clamp arm, final epoch (%)", "one_sample", 60.7,
                           "[paper]", kind="check"),
 }
-
-
-def _operating_points(name: str, value, s: dict) -> list:
-    """Names of :data:`OPERATING_POINTS` (an empty list runs none)."""
-    return [] if value == [] else params.choices(name, value, list(OPERATING_POINTS))
 
 
 class Settings(common.CFFSettings):
@@ -147,9 +149,7 @@ class Settings(common.CFFSettings):
     trajectory_seeds: Optional[int] = setting(None, "seeds per arm of the layer-0-alone trajectory runs (0 skips "
                                                     "them)", settings.seed_count(0))
     trajectory_epochs: Optional[int] = setting(None, "epochs of the layer-0-alone trajectory runs", settings.integer(1))
-    operating_points: Optional[list] = setting(None, "operating points read beside the shipped setting: "
-                                                     + " | ".join(OPERATING_POINTS) + " ([] for none)",
-                                               _operating_points)
+    operating_points: Optional[list] = common.operating_points_setting(OPERATING_POINTS)
 
 
 def resolve(p: dict) -> dict:
@@ -417,6 +417,13 @@ def operating_point_claims(point: str) -> list[verdicts.Claim]:
     return [replace(CLAIMS[key], quantity=label + CLAIMS[key].quantity.replace(
         "final epoch", f"final epoch ({OPERATING_POINTS[point].get('epochs', '?')})"), id=f"{CLAIMS[key].id}:{point}",
         cells=cells) for key in ("vr", "means", "grad")]
+
+
+def verdict_table(runs: pd.DataFrame, looks: dict, settings: dict, *, trajectory: dict | None = None
+                  ) -> pd.DataFrame:
+    """The verdict table of ``runs``, the planned claims in ``looks`` read at their look: lib.core.looks.two_looks
+    calls it once a look (through lib.notebook.Notebook.two_looks)."""
+    return paper_vs_reproduced(analyze(runs, settings), trajectory, looks=looks)
 
 
 def paper_vs_reproduced(out: dict, trajectory: dict | None = None, looks: dict | None = None) -> pd.DataFrame:

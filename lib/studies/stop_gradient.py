@@ -276,38 +276,46 @@ STATEMENTS = (
                        "MNIST (5,000 images at cpu) with a linear teacher-student: log10 of the classes' separation "
                        "end / start, with stop-gradient - without, mean over r > 0 per seed, against our smallest "
                        "effect of 1 decade [ours] (the paper's real-data setting is not known)",
-                       "frustration: a share r > 0 of samples tied to every class"),
+                       "frustration: a share r > 0 of samples tied to every class",
+                       measure="mean_difference", published=DECADES, value_evidence="[paper] claim, [ours] size and "
+                       "setting", family=FAMILY,
+                       published_text=f"SG prevents the collapse (no size published; {DECADES:g} decade is ours; the "
+                                      "paper's real-data setting is not known)"),
     verdicts.Statement("s6.stop_gradient", "stop-gradient keeps the labels apart (teacher-student)", "[paper]",
                        "a check, not a verdict: our reconstruction's teacher-student model, built to agree",
-                       "frustration, r > 0"),
+                       "frustration, r > 0", measure="mean_difference", published=DECADES,
+                       value_evidence=RECONSTRUCTION, kind="check",
+                       published_text=f"SG prevents the collapse (no size published; {DECADES:g} decade is ours)"),
     verdicts.Statement("s6.frustration", "collapse needs frustration: none at r = 0, toward 0 at r > 0", "[summary]",
                        "a check, not a verdict: our embedding model's min label distance end / start, r = 0 against "
-                       "r > 0", "none beyond r itself"),
+                       "r > 0", "none beyond r itself", measure="mean_difference", published=DECADES,
+                       value_evidence="[summary] claim, [ours] model and size", kind="check",
+                       published_text=f"no collapse at r = 0, -> 0 at r > 0 (no size published; {DECADES:g} decade "
+                                      "is ours)"),
     verdicts.Statement("s6.head", "with a shared head, stop-gradient keeps the classes apart", "[summary]",
-                       "a check, not a verdict: our shared-head model", "frustration, r > 0"),
+                       "a check, not a verdict: our shared-head model", "frustration, r > 0",
+                       measure="mean_difference", published=DECADES,
+                       value_evidence="[summary] claim, [ours] model and size", kind="check",
+                       published_text=f"finite with SG, collapses without (no size published; {DECADES:g} decade is "
+                                      "ours)"),
 )
+
+
+def _statement(statement_id: str) -> verdicts.Statement:
+    return verdicts.statement_of(STATEMENTS, statement_id)
+
+
 CLAIMS = {
-    "real": verdicts.Claim(
-        "real data: stop-gradient keeps the classes apart: log10 separation end / start, with SG - without, "
-        "mean over r > 0 per seed", "mean_difference", DECADES, "[paper] claim, [ours] size and setting", FAMILY,
-        id="s6.real",
-        published_text=f"SG prevents the collapse (no size published; {DECADES:g} decade is ours; the paper's "
-                       "real-data setting is not known)"),
-    "stop_gradient": verdicts.Claim(
+    "real": _statement("s6.real").claim("real data: stop-gradient keeps the classes apart: log10 separation end / "
+                                        "start, with SG - without, mean over r > 0 per seed"),
+    "stop_gradient": _statement("s6.stop_gradient").claim(
         "teacher–student: stop-gradient keeps the labels apart: log10 separation end / start, with SG - without, "
-        "mean over r > 0 per seed" + OURS, "mean_difference", DECADES, RECONSTRUCTION, kind="check",
-        id="s6.stop_gradient",
-        published_text=f"SG prevents the collapse (no size published; {DECADES:g} decade is ours)"),
-    "frustration": verdicts.Claim(
+        "mean over r > 0 per seed" + OURS),
+    "frustration": _statement("s6.frustration").claim(
         "embedding model: collapse only under frustration: log10 min label distance end / start, r = 0 - r > 0 "
-        "(mean over r > 0 per seed)" + OURS, "mean_difference", DECADES, "[summary] claim, [ours] model and size",
-        kind="check", id="s6.frustration",
-        published_text=f"no collapse at r = 0, -> 0 at r > 0 (no size published; {DECADES:g} decade is ours)"),
-    "head": verdicts.Claim(
-        "shared head: stop-gradient keeps the classes apart: log10 separation end / start, with SG - without, "
-        "mean over r > 0 per seed" + OURS, "mean_difference", DECADES, "[summary] claim, [ours] model and size",
-        kind="check", id="s6.head",
-        published_text=f"finite with SG, collapses without (no size published; {DECADES:g} decade is ours)"),
+        "(mean over r > 0 per seed)" + OURS),
+    "head": _statement("s6.head").claim("shared head: stop-gradient keeps the classes apart: log10 separation end / "
+                                        "start, with SG - without, mean over r > 0 per seed" + OURS),
 }
 
 
