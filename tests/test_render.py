@@ -4,6 +4,8 @@ import contextlib
 import os
 import re
 import shutil
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -149,3 +151,30 @@ def test_without_saved_widget_state_the_widget_views_go_and_the_default_view_sta
         nbformat.v4.new_output("display_data", data=data)])])
     out = render.renumber_widgets(nb).cells[0].outputs[0].data
     assert set(out) == {"text/html", "text/plain"} and out["text/html"] == "<p>default view</p>"
+
+
+@pytest.mark.parametrize("capability", ["avx2", "default"])
+def test_the_main_job_reproduces_the_shipped_renders_byte_for_byte_under_other_cpu_kernels(capability, tmp_path):
+    """Issue 50: the shipped renders are a function of the records on any x86-64 CPU. The tracked files of this
+    tree (a fresh clone's) are copied aside and the main job renders studies 5 and 6 there, under AVX2's kernels
+    and under the scalar ones; every file under results/ must then be the shipped file, byte for byte. These two
+    studies are the ones another CPU once changed (a float64 identity's last digit, a figure's default view)."""
+    if capability == "avx2" and not torch.backends.cpu.get_cpu_capability().startswith(("AVX2", "AVX512")):
+        pytest.skip("this CPU has no AVX2")
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=PROJECT_ROOT, capture_output=True)
+    if listed.returncode:
+        pytest.skip("not a git checkout: a fresh clone's files cannot be listed")
+    copy = tmp_path / "clone"
+    for name in filter(None, listed.stdout.decode().split("\0")):
+        source = PROJECT_ROOT / name
+        if source.is_file():
+            (copy / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, copy / name)
+    env = {k: v for k, v in os.environ.items() if k not in ("DATA_ROOT", "PYTEST_XDIST_WORKER")}
+    job = subprocess.run([sys.executable, "-m", "lib.run_all", "--only", "05", "06", "--profile", "quick"], cwd=copy,
+                         env={**env, CAPABILITY: capability}, capture_output=True, text=True, timeout=900)
+    assert job.returncode == 0, job.stderr[-3000:]
+    changed = [p.relative_to(copy).as_posix() for p in sorted((copy / "results").rglob("*")) if p.is_file()
+               and (not (PROJECT_ROOT / p.relative_to(copy)).is_file()
+                    or p.read_bytes() != (PROJECT_ROOT / p.relative_to(copy)).read_bytes())]
+    assert changed == []
