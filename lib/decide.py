@@ -257,6 +257,22 @@ def design_of(chosen: list[Candidate], budget_hours: float, workers: dict[str, i
             "order": list(studies), "studies": studies, **({"excluded": excluded} if excluded else {})}
 
 
+def what_would_decide(found: list[Candidate], budget_hours: float, workers: dict[str, int]) -> str:
+    """When the budget decides nothing, what would: the cheapest claim a two-look design can decide, its design and
+    its wall hours (the budget to ask for), or that no budget can at this profile (each claim's reason below)."""
+    open_ = [c for c in found if not c.why_not]
+    if not open_:
+        return ("nothing any budget can decide at this profile: every claim is decided, planned, out of the "
+                "paper's regime or beyond 64 seeds per arm (each one's reason below)")
+
+    def hours(c: Candidate) -> float:
+        return sum(c.seconds.values()) / workers[c.study.name] / 3600
+    cheapest = min(open_, key=hours)
+    return (f"nothing within {budget_hours:g} wall hours; the cheapest claim a two-look design can decide is "
+            f"{cheapest.study.number} {cheapest.quantity}: {cheapest.design.n1} → {cheapest.design.n2} seeds per arm, "
+            f"{len(cheapest.seconds)} runs, {hours(cheapest):.2f} wall hours (--budget {math.ceil(hours(cheapest))})")
+
+
 def describe(chosen: list[Candidate], left: dict, found: list[Candidate], budget_hours: float,
              workers: dict[str, int]) -> str:
     lines, spent, runs = [f"Plan within {budget_hours:g} wall hours (central claims first):"], 0.0, {}
@@ -272,7 +288,7 @@ def describe(chosen: list[Candidate], left: dict, found: list[Candidate], budget
                      f"look 2 p < {c.design.level2:.2g} (α = {c.alpha:.2g}); planned power {c.power:.0%}; "
                      f"{len(new)} new runs, {hours:.2f} h (total {spent:.2f} h){left_out}")
     if not chosen:
-        lines.append("    nothing: no claim the budget can decide")
+        lines.append("    " + what_would_decide(found, budget_hours, workers))
     lines.append(f"{len(runs)} runs, {spent:.2f} wall hours.")
     lines.append("Not proposed:")
     for c in found:

@@ -176,6 +176,21 @@ def test_the_budget_takes_central_claims_first_then_the_cheapest_and_counts_a_sh
     assert "over the budget" in left[dear.key]
 
 
+def test_a_budget_that_decides_nothing_names_the_cheapest_claim_that_would_and_its_hours():
+    """Issue 50: a dry-run that proposes nothing says what would, with the budget to ask for; where no claim can be
+    decided at any budget it says that instead of a bare "nothing"."""
+    hour = 3600.0 * 2
+    dear, dearer = candidate("dear", False, {"a": 5 * hour}), candidate("dearer", True, {"b": 9 * hour})
+    for c in (dear, dearer):
+        c.design = sequential.boundaries(3, 13, 0.004)
+    chosen, left = decide.select([dear, dearer], 1.0, {"04_embedding_norms": 2})
+    text = decide.describe(chosen, left, [dear, dearer], 1.0, {"04_embedding_norms": 2})
+    assert chosen == [] and ("nothing within 1 wall hours; the cheapest claim a two-look design can decide is 04 dear: "
+                             "3 → 13 seeds per arm, 1 runs, 5.00 wall hours (--budget 5)") in text
+    closed = candidate("decided", False, {}, why_not="decided at look 1 under the design")
+    assert "nothing any budget can decide" in decide.describe([], {}, [closed], 8.0, {"04_embedding_norms": 2})
+
+
 def test_claims_that_more_seeds_would_not_decide_are_not_proposed():
     planned_claims = {("04_embedding_norms", "in a plan"): "plan0"}
     assert "two looks" in decide._why_not(candidate("in a plan", False, {}), planned_claims)
