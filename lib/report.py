@@ -825,17 +825,33 @@ def readme_verdict_lines(results_dir: str | Path = "results") -> list[str]:
         counts = frame.css.value_counts()
         listed = ", ".join(f"{KINDS[k]} {counts[k]}" for k in KINDS if k in counts and k != "check")
         checks = f"; {counts['check']} checks of our own" if "check" in counts else ""
-        points = "".join(f" At its operating point {point.quantity.split('] ')[0]}]: {point.ours}, *{point.verdict}*."
-                         for point in operating_point_rows(frame, module).itertuples())
+        points = "".join(operating_point_sentence(point, module) for point in operating_point_rows(frame, module)
+                         .itertuples())
         lines.append(f"- **{title(study)}** (`{shown}`): {verdict_html.human(row.quantity)}: {row.ours} against the "
                      f"paper's {row.paper}: *{row.verdict}*.{points} All claims: {listed}{checks}.")
     return lines
 
 
 def operating_point_rows(frame: pd.DataFrame, module) -> pd.DataFrame:
-    """The central claim read again at an operating point of the profile (its quantity "[point: ...] " and the
-    module's ``HEADLINE``): where the shipped setting misses the paper's regime, the row that can decide it."""
-    return frame[frame.quantity.str.match(r"\[[^\]]+\] " + re.escape(module.HEADLINE))]
+    """The claims read again at an operating point of the profile (a quantity "[point: ...] ...", the point one of
+    the module's ``OPERATING_POINTS``): where the shipped setting misses the paper's regime, the rows that can decide
+    it. The central claim's come first."""
+    points = list(getattr(module, "OPERATING_POINTS", {}))
+    if not points or frame is None:
+        return frame.iloc[0:0] if frame is not None else pd.DataFrame()
+    rows = frame[frame.quantity.str.match(r"\[(" + "|".join(map(re.escape, points)) + r"):")]
+    rows = rows[rows.kind != "check"] if "kind" in rows else rows  # claims only: a check decides nothing
+    central = rows.quantity.str.split("] ", n=1).str[1].str.startswith(module.HEADLINE)
+    return pd.concat([rows[central], rows[~central]])
+
+
+def operating_point_sentence(row, module) -> str:
+    """A README sentence for one row of :func:`operating_point_rows`: the central claim's as "At its operating point",
+    another claim's naming the claim."""
+    point, quantity = row.quantity.split("] ", 1)
+    if quantity.startswith(module.HEADLINE):
+        return f" At its operating point {point}]: {row.ours}, *{row.verdict}*."
+    return f" At the operating point {point}], {verdict_html.human(quantity)}: {row.ours}, *{row.verdict}*."
 
 
 README_EXTENSIONS_BEGIN = "<!-- extensions: begin (python -m lib.report --readme) -->"

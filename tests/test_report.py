@@ -9,13 +9,14 @@ import shutil
 import subprocess
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import matplotlib
 import nbformat
 import pandas as pd
 import pytest
 
-from lib import PROJECT_ROOT
+from lib import PROJECT_ROOT, report
 from lib.report import (
     KINDS,
     README_VERDICTS_BEGIN,
@@ -370,3 +371,25 @@ def test_the_summary_names_the_scale_each_verdict_speaks_for(results):
     assert training_images(results, "01_margin_factorial", "cpu") == [300, 1200]
     row = summary_rows(write_index(results).read_text())["01_margin_factorial"]
     assert '<div class="meta scale">training images 300, 1,200; dataset cifar10;' in row
+
+
+def test_the_readme_names_every_claim_read_at_an_operating_point_the_central_one_first():
+    """Issue 49: the README says what the operating points decided. Rows of a declared operating point (its name in
+    the quantity's brackets) are listed, the central claim's first and as "its" point, another claim by name; a
+    bracket that is no operating point (study 5's arm names) and a check are not."""
+    module = SimpleNamespace(OPERATING_POINTS={"car-matched": {"epochs": 2}}, HEADLINE="VR = Var(clamp)")
+    frame = pd.DataFrame({"quantity": ["VR = Var(clamp) of top-1", "[car-matched: epochs 2] mean difference",
+                                       "[car-matched: epochs 2] VR = Var(clamp) of top-1", "[FLAT's rule] gain",
+                                       "[car-matched: epochs 2] CAR"],
+                          "ours": ["0.3 [0.1, 4]", "2 [0.2, 3.9]", "1.1 [0.4, 3.4]", "1 [0, 2]", "53 [52, 54]"],
+                          "verdict": ["not in the paper's regime", "inconclusive", "inconclusive", "inconclusive",
+                                      "check"],
+                          "kind": ["claim", "claim", "claim", "claim", "check"]})
+    rows = report.operating_point_rows(frame, module)
+    assert list(rows.quantity) == ["[car-matched: epochs 2] VR = Var(clamp) of top-1",
+                                   "[car-matched: epochs 2] mean difference"]
+    sentences = [report.operating_point_sentence(row, module) for row in rows.itertuples()]
+    assert sentences == [" At its operating point [car-matched: epochs 2]: 1.1 [0.4, 3.4], *inconclusive*.",
+                         " At the operating point [car-matched: epochs 2], mean difference: 2 [0.2, 3.9], "
+                         "*inconclusive*."]
+    assert report.operating_point_rows(frame, SimpleNamespace(HEADLINE="gain")).empty  # a study with none
