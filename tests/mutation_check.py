@@ -267,8 +267,8 @@ MUTATIONS = (
              ("tests/test_analyses_cff.py",)),
     Mutation("reversal_without_parts", "the reversal inherits no condition from its parts",
              "lib/studies/cross_dataset.py",
-             (("        claim = replace(REVERSAL, published=contrast, regime=conditions,",
-               "        claim = replace(REVERSAL, published=contrast,"),),
+             (("            published=contrast, regime=conditions,",
+               "            published=contrast,"),),
              ("tests/test_analyses_cff.py",)),
     Mutation("ood_gain_as_claim", "study 4's OOD claim reads the gain over initialisation, not the trained AUROC",
              "lib/studies/embedding_norms.py",
@@ -278,7 +278,9 @@ MUTATIONS = (
              ("tests/test_analyses_ssl.py",)),
     Mutation("owned_twice", "study 3 decides the 97% point that study 2 owns: one experiment, two verdicts",
              "lib/studies/difficulty_sweep.py",
-             (("        if acc in OWNED_ELSEWHERE:", "        if acc in OWNED_ELSEWHERE and False:"),),
+             (('            claim = verdicts.Claim(quantity, "variance_ratio", vr, tag, kind="check")',
+               '            claim = verdicts.Claim(quantity, "variance_ratio", vr, tag, FAMILY, id="s3.vr_97")'),
+              ("        if acc in OWNED_ELSEWHERE:\n            shown", "        if False:\n            shown")),
              ("tests/test_studies_2_3.py",)),
     Mutation("not_reproduced_f_only", "a variance ratio's *not reproduced* on the F interval alone",
              "lib/core/verdicts.py",
@@ -305,6 +307,20 @@ MUTATIONS = (
                "never label a row look 2 that was not read there\n                continue\n"
                "                raise ValueError("),),
              ("tests/test_decide.py",)),
+    # claims made from their declarations (issue 48, point 1), and no claim read on two seeds (issue 49)
+    Mutation("statement_tag_ignored", "a row's claim takes the statement's tag, not the published value's own",
+             "lib/core/verdicts.py",
+             (("        fields = dict(published=published, evidence=self.value_evidence or self.evidence,",
+               "        fields = dict(published=published, evidence=self.evidence,"),),
+             ("tests/test_claims.py",)),
+    Mutation("statement_restated", "a row may give again what its statement declares (a second published value)",
+             "lib/core/verdicts.py",
+             (("        twice = sorted(set(instance) & self.declared())", "        twice = []"),),
+             ("tests/test_claims.py",)),
+    Mutation("two_seeds_read", "study 5 reads its claims on 2 seeds an arm", "lib/studies/flatnce_batch.py",
+             (("        if a.measured and min(a.n) < verdicts.MIN_SEEDS else a for a in tested]",
+               "        if a.measured and min(a.n) < 2 else a for a in tested]"),),
+             ("tests/test_flatnce_study.py",)),
 )
 
 
