@@ -772,9 +772,6 @@ def paper_vs_reproduced(fit: dict, convergence: pd.DataFrame, latent: pd.DataFra
     ok = runs[runs.status == "ok"]
     tested = []
 
-    def statement(statement_id: str) -> verdicts.Statement:
-        return verdicts.statement_of(STATEMENTS, statement_id)
-
     def one_seed(claim, *arms):
         sizes = [len(a) for a in arms]
         if sizes and 0 < min(sizes) < 2:
@@ -784,7 +781,7 @@ def paper_vs_reproduced(fit: dict, convergence: pd.DataFrame, latent: pd.DataFra
 
     balanced_default = ok[(ok.data == "balanced") & (ok.intervention == "default")]
     for method, group in balanced_default.groupby("method"):
-        claim = statement("s4.confidence").claim(
+        claim = verdicts.statement_of(STATEMENTS, "s4.confidence").claim(
             f"(d) {method}: the norm as a confidence score: Spearman rho of norm and held-out kNN correctness, per "
             f"seed{on}", method, cells=(cell(method=method, data="balanced", intervention="default"),))
         tested.append(one_seed(claim, seed_values(group, "norm_rho")))
@@ -797,7 +794,7 @@ def paper_vs_reproduced(fit: dict, convergence: pd.DataFrame, latent: pd.DataFra
             if f"auroc_{label}" not in group or init not in group:
                 continue
             what = f"near-OOD, held-out classes {label}" if label == near else f"far-OOD {label} (secondary)"
-            claim = statement("s4.ood_auroc").claim(
+            claim = verdicts.statement_of(STATEMENTS, "s4.ood_auroc").claim(
                 f"(d) {method}: the norm as an OOD score ({what}): AUROC of the trained network's norm, "
                 f"in-distribution against unseen, per seed{on}", f"{method}/{label}",
                 cells=(cell(method=method, data="seen_classes"),),
@@ -807,7 +804,7 @@ def paper_vs_reproduced(fit: dict, convergence: pd.DataFrame, latent: pd.DataFra
             gain = group.assign(gain=group[f"auroc_{label}"] - group[init])
             gains.append(gain_check(method, what, on, seed_values(gain, "gain"), seed_values(group, init)))
     if ood_runs.empty:
-        tested.append(replace(verdicts.evaluate(statement("s4.ood_auroc").claim(
+        tested.append(replace(verdicts.evaluate(verdicts.statement_of(STATEMENTS, "s4.ood_auroc").claim(
             "(d) the norm as an OOD score (near-OOD: held-out classes)")),
             notes={"why": "no OOD runs in this profile"}))
     for method, data, treated, statement_id in (
@@ -819,17 +816,17 @@ def paper_vs_reproduced(fit: dict, convergence: pd.DataFrame, latent: pd.DataFra
             runs_of = arm[arm.intervention == intervention]
             if runs_of.empty:
                 continue
-            claim = statement(statement_id).claim(
+            claim = verdicts.statement_of(STATEMENTS, statement_id).claim(
                 f"(c) {method} on {data} data: kNN accuracy with {intervention} - default (points){on}", intervention,
                 cells=(cell(method=method, data=data, intervention=intervention),
                        cell(method=method, data=data, intervention="default")))
             tested.append(one_seed(claim, {k: 100 * v for k, v in seed_values(runs_of, "knn_top1").items()},
                                    {k: 100 * v for k, v in default.items()}))
-    tested.append(replace(verdicts.evaluate(statement("s4.imagenet100").claim(
+    tested.append(replace(verdicts.evaluate(verdicts.statement_of(STATEMENTS, "s4.imagenet100").claim(
         "(c) SimSiam on ImageNet-100 with the interventions: kNN gain (points)")),
         notes={"why": "no ImageNet-100 here"}))
     if len(latent):
-        tested.append(verdicts.evaluate(statement("s4.latent").claim(
+        tested.append(verdicts.evaluate(verdicts.statement_of(STATEMENTS, "s4.latent").claim(
             "(b) rarer latent classes end with smaller norms: Spearman rho of class frequency and final norm, per "
             "seed of the authors' simulation"), latent_rhos(latent)))
     rows = verdicts.decide(tested, looks) + gains

@@ -116,15 +116,12 @@ STATEMENTS = (
 )
 
 
-def _statement(statement_id: str) -> verdicts.Statement:
-    return verdicts.statement_of(STATEMENTS, statement_id)
-
-
 CLAIMS = {
-    "vr": _statement("s1.vr").claim("VR = Var(clamp)/Var(subtract), a seed's twins averaged"),
-    "means": _statement("s1.means").claim("mean top-1 difference clamp - subtract (points)"),
-    "grad": _statement("s1.grad").claim("layer-0 gradient norm, subtract / clamp, final epoch"),
-    "dose": _statement("s1.dose").claim("dose-response: VR with m0 = {dose_m0:g} (clamp) against subtract at m0"),
+    "vr": verdicts.statement_of(STATEMENTS, "s1.vr").claim("VR = Var(clamp)/Var(subtract), a seed's twins averaged"),
+    "means": verdicts.statement_of(STATEMENTS, "s1.means").claim("mean top-1 difference clamp - subtract (points)"),
+    "grad": verdicts.statement_of(STATEMENTS, "s1.grad").claim("layer-0 gradient norm, subtract / clamp, final epoch"),
+    "dose": verdicts.statement_of(STATEMENTS, "s1.dose").claim(
+        "dose-response: VR with m0 = {dose_m0:g} (clamp) against subtract at m0"),
     # A description of the paper's run, not a hypothesis with a null: shown as a check beside it.
     "car": verdicts.Claim("layer-0 clamp activation rate, clamp arm, final epoch (%)", "one_sample", 60.7,
                           "[paper]", kind="check"),

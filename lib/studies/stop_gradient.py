@@ -301,21 +301,19 @@ STATEMENTS = (
 )
 
 
-def _statement(statement_id: str) -> verdicts.Statement:
-    return verdicts.statement_of(STATEMENTS, statement_id)
-
-
 CLAIMS = {
-    "real": _statement("s6.real").claim("real data: stop-gradient keeps the classes apart: log10 separation end / "
-                                        "start, with SG - without, mean over r > 0 per seed"),
-    "stop_gradient": _statement("s6.stop_gradient").claim(
+    "real": verdicts.statement_of(STATEMENTS, "s6.real").claim(
+        "real data: stop-gradient keeps the classes apart: log10 separation end / start, with SG - without, "
+        "mean over r > 0 per seed"),
+    "stop_gradient": verdicts.statement_of(STATEMENTS, "s6.stop_gradient").claim(
         "teacher–student: stop-gradient keeps the labels apart: log10 separation end / start, with SG - without, "
         "mean over r > 0 per seed" + OURS),
-    "frustration": _statement("s6.frustration").claim(
+    "frustration": verdicts.statement_of(STATEMENTS, "s6.frustration").claim(
         "embedding model: collapse only under frustration: log10 min label distance end / start, r = 0 - r > 0 "
         "(mean over r > 0 per seed)" + OURS),
-    "head": _statement("s6.head").claim("shared head: stop-gradient keeps the classes apart: log10 separation end / "
-                                        "start, with SG - without, mean over r > 0 per seed" + OURS),
+    "head": verdicts.statement_of(STATEMENTS, "s6.head").claim(
+        "shared head: stop-gradient keeps the classes apart: log10 separation end / start, with SG - without, "
+        "mean over r > 0 per seed" + OURS),
 }
 
 
