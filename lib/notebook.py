@@ -18,7 +18,9 @@ The variant rule, shared by the notebooks and the commands, is in ``lib.studies.
 from __future__ import annotations
 
 import ast
+import base64
 import functools
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +33,7 @@ from lib import PROJECT_ROOT, explore
 from lib.core import dataset_facts, looks, verdict_html, verdicts
 from lib.core.config import as_dict
 from lib.core.data import DATASETS, get_dataset
+from lib.core.forest import forest_png
 from lib.core.progress import INJECTED_CELL
 from lib.render import HEADER
 from lib.run import datasets, plans
@@ -287,8 +290,23 @@ def verdict_table_html(frame: pd.DataFrame, central: str | None = None) -> str:
     (:func:`lib.core.verdict_html.table_html`): the columns of :data:`lib.core.verdicts.SHOWN`, no index, each row
     coloured by its verdict (the report's colours), ``central`` (the study's ``HEADLINE``) marked."""
     columns = [c for c in verdicts.SHOWN if c in frame]
-    return (f"<style>{VERDICT_STYLE}</style><div style=\"overflow-x: auto\">"
+    return (f"<style>{VERDICT_STYLE}</style>{forest_html(frame, central)}<div style=\"overflow-x: auto\">"
             f"{verdict_html.table_html(frame, columns, central=central)}</div>")
+
+
+def forest_html(frame: pd.DataFrame, central: str | None = None) -> str:
+    """The forest plot of a verdict table's claims (:func:`lib.core.forest.forest_png`) as an inline image, so that
+    the findings cell, moved under the title of a render, opens with every claim's interval against the paper's
+    value; "" for a table without typed records (one written before the verdict engine)."""
+    if "record" not in frame:
+        return ""
+    records = [json.loads(text) for text in frame["record"]]
+    if not any(r.get("kind") == "claim" for r in records):
+        return ""
+    png = base64.b64encode(forest_png({"": records}, {"": central} if central else None)).decode("ascii")
+    return (f'<img src="data:image/png;base64,{png}" style="max-width: 100%" '
+            'alt="every claim: our estimate with its interval (dot and bar, coloured by verdict), the paper\'s value '
+            '(diamond)">')
 
 
 def frame_html(frame: pd.DataFrame, central: str | None = None) -> str:

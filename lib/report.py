@@ -47,12 +47,13 @@ import pandas as pd
 
 from lib import PROJECT_ROOT
 from lib.core import verdict_html
+from lib.core.forest import forest_png
 from lib.core.looks import look_progress
 from lib.core.params import ParameterError
 from lib.core.settings import literal
-from lib.core.verdicts import COLOURS, css_class
-from lib.render import stamp
-from lib.run.files import atomic_write_text
+from lib.core.verdicts import CLASSES, COLOURS, css_class
+from lib.render import REPORT_SUFFIX, stamp
+from lib.run.files import atomic_write_bytes, atomic_write_text
 from lib.run.plans import load_plans
 from lib.run.results import VARIANTS_DIR, ResultsStore
 from lib.studies import STUDIES, find_study
@@ -98,6 +99,10 @@ tr.arm td { background: #eef2f7; font-weight: 600; } tr.central td { border-top:
 details.meta { margin: 0.2rem 0 0.6rem; } details.meta summary { cursor: pointer; }
 .badge { display: inline-block; border-radius: 0.6rem; padding: 0 0.45rem; margin: 0.1rem 0.1rem 0.1rem 0;
   font-size: 0.78rem; white-space: nowrap; border: 1px solid transparent; }
+img.forest { max-width: 100%; border: none; }
+dl.glossary { display: grid; grid-template-columns: max-content 1fr; gap: 0.1rem 0.6rem; font-size: 0.85rem;
+  margin: 0.4rem 0; } dl.glossary dd { margin: 0; }
+@media (max-width: 40rem) { dl.glossary { grid-template-columns: 1fr; } dl.glossary dd { margin-bottom: 0.3rem; } }
 .badge.superseded { background: #fff; color: #777; border-color: #bbb; }
 .stale { background: #fff4e5; border-left: 4px solid #e67e22; padding: 0.25rem 0.5rem; margin: 0.2rem 0 0.4rem;
   font-size: 0.85rem; }
@@ -656,11 +661,23 @@ def verdict_table(frame: pd.DataFrame | None, central: str | None = None) -> str
     return f'<div class="scroll">{table}</div>'
 
 
+def study_files(results: Path, study: str, profile: str) -> list[tuple[Path, str]]:
+    """What a study's section links beside its renders, where it exists: the code-free report, the verdict table
+    (CSV) and its typed records (JSON), and the folder of run records the table reads."""
+    tables = results / "tables"
+    files = [(results / "notebooks" / f"{study}_{profile}{REPORT_SUFFIX}.html", "report without code"),
+             (tables / f"{study}_{profile}_paper_vs_reproduced.csv", "verdict table (CSV)"),
+             (tables / f"{study}_{profile}_verdicts.json", "typed verdict records (JSON)"),
+             (results / "runs" / study / profile, "run records")]
+    return [(path, text) for path, text in files if path.exists()]
+
+
 def section(results: Path, page_dir: Path, study: str, profile: str, notebook: Path) -> str:
     figure = key_figure(notebook, page_dir / "figures" / f"{study}_{profile}.png")
     meta = provenance(results, study, profile)
     frame = verdicts(results, study, profile)
     links = [render_link(notebook, page_dir, "rendered notebook"), f'<a href="{href(notebook, page_dir)}">ipynb</a>']
+    links += [f'<a href="{href(path, page_dir)}">{text}</a>' for path, text in study_files(results, study, profile)]
     facts = [f"profile <b>{profile}</b>"]
     if meta:
         statuses = ", ".join(f"{n} {html.escape(s)}" for s, n in meta["statuses"])
@@ -691,18 +708,68 @@ def section(results: Path, page_dir: Path, study: str, profile: str, notebook: P
     return "\n".join(parts)
 
 
+def forest(results: Path, page_dir: Path, shown_by_study: dict[str, tuple[str, list[str]]]) -> str:
+    """The page's first picture: every study's tested claims at the profile its summary shows, each interval at its
+    level against the paper's value (:func:`lib.core.forest.forest_png`), written to ``figures/forest.png`` beside
+    the page; "" where no study has typed verdict records."""
+    studies, central = {}, {}
+    for study, (shown, _) in shown_by_study.items():
+        records = ResultsStore(results, study, shown).verdict_records()
+        module = study_module(study)
+        if records and module is not None:
+            studies[f"{title(study)} ({shown})"] = records
+            central[f"{title(study)} ({shown})"] = module.HEADLINE
+    if not studies:
+        return ""
+    path = page_dir / "figures" / "forest.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, forest_png(studies, central))
+    return (f'<img class="forest" src="{href(path, page_dir)}" alt="every tested claim: our estimate (dot) with its '
+            'interval at the level it is decided at (bar), coloured by verdict, against the paper\'s value (diamond)">'
+            '<p class="meta">Each row a claim the paper states: our estimate (dot) and its interval at the level the '
+            "claim is decided at (bar; an arrow where it runs off the axis), the paper's value (diamond), no effect "
+            "(grey). A hollow dot is a run outside the paper's regime, its label naming the condition it misses. "
+            "Bold: the study's central claim. Ratios on a log axis.</p>")
+
+
+GLOSSARY = (
+    ("reproduced", "significant after Holm's correction, in the paper's direction, the interval reaching the paper's "
+                   "value"),
+    ("reproduced, smaller", "significant in the paper's direction, the whole interval short of the paper's value"),
+    ("contradicted", "significant in the other direction"),
+    ("not reproduced", "not significant, the interval wholly on the null's side of the paper's value"),
+    ("inconclusive", "everything else, fewer than 3 seeds an arm included; the row gives the power the design had "
+                     "at the paper's value"),
+    ("not in the paper's regime", "our run misses a condition the paper states for the claim (its value named)"),
+    ("not measured", "no run of this profile measures it"),
+    ("check", "our own (an identity, a simulation, a description), never counted as a reproduction"),
+)
+
+
+def glossary(page_dir: Path) -> str:
+    """Every verdict word, abbreviation and evidence tag the page uses, defined on its first screen."""
+    words = "".join(f'<dt><span class="badge {CLASSES[word]}">{html.escape(word)}</span></dt>'
+                    f"<dd>{html.escape(meaning)}</dd>" for word, meaning in GLOSSARY)
+    return (f'<dl class="glossary">{words}'
+            "<dt><b>CAR</b></dt><dd>clamp activation rate: the share of positive pairs whose margin the clamp holds "
+            "at its bound, layer 0 unless named (the CFF papers: below 50% clamping likely has no effect)</dd>"
+            "<dt><b>VR</b></dt><dd>variance ratio: the seed-to-seed variance of accuracy with clamping over without"
+            "</dd><dt><b>evidence tags</b></dt><dd>[paper] the paper's text, [code] its public code, [summary] a "
+            "secondary summary of the paper (a rule taken from one, such as the 50% CAR rule, is not the authors' "
+            "own words), [ours] our decision</dd></dl>"
+            f'<p class="meta">The rules, each with a worked example: <a href="'
+            f'{href(PROJECT_ROOT / "docs" / "verdicts.md", page_dir)}">docs/verdicts.md</a>; every claim: '
+            f'<a href="{href(PROJECT_ROOT / "docs" / "claims.md", page_dir)}">docs/claims.md</a>; every study, its '
+            f'methods and the evidence behind each tag: <a href="{href(STUDY_SPEC, page_dir)}">docs/studies.md</a>.'
+            "</p>")
+
+
 def stamp_renders(results: Path) -> list[Path]:
     """Give every rendered notebook under ``results`` its coverage banner (``lib.coverage``: the re-run's
     progress while its tables are not today's plan), or take a banner out once they are; returns the files
     that changed (none where the banners are already right)."""
     return [path for study, profile, notebook in rendered_notebooks(results) if study_module(study) is not None
             for path in stamp(notebook, coverage(find_study(study), profile, results).banner())]
-
-
-def legend() -> str:
-    """Every verdict kind as the badge the summary gives it, in :data:`KINDS` order."""
-    return " ".join(f'<span class="badge {css}">{html.escape(name)}</span>' for css, name in KINDS.items()
-                    if css != "superseded")
 
 
 def as_of(results: Path, shown_by_study: dict[str, tuple[str, list[str]]]) -> str:
@@ -742,21 +809,12 @@ def write_index(results_dir: str | Path = "results", output_dir: str | Path | No
 <style>{STYLE}</style></head>
 <body><h1>Contrastive training dynamics: paper against reproduced</h1>
 {as_of(results, shown)}
-<p class="meta legend">The verdicts: {legend()}</p>
-<details class="meta"><summary>How to read them</summary>One row per study, from its strongest profile whose plan
-is fully recorded, linking to its section below. The verdicts follow one grammar
-(<a href="{href(PROJECT_ROOT / "docs" / "verdicts.md", page_dir)}">docs/verdicts.md</a>):
-<i>reproduced</i> (significant after Holm, in the paper's direction, the interval reaching its value),
-<i>reproduced, smaller</i>, <i>contradicted</i>, <i>not reproduced</i> (not significant, and the interval at the
-claim's level lies wholly on the null's side of the paper's value), <i>inconclusive</i> (everything else,
-fewer than 3 seeds an arm included, with the power at the paper's value), <i>not in the paper's regime</i> (our
-run misses the condition the paper states for the claim), <i>not measured</i>; a <i>check</i> is our own (an
-identity, a simulation, our reconstruction of a model, a description) and never counts as a reproduction. A
-verdict speaks for the scale named under each study (data, model, epochs, seeds), never for the paper's.
-Every study's claims and the evidence tags ([paper] the paper's text, [code] its public code, [summary]
-secondary summaries, [ours] our decision) are in
-<a href="{href(STUDY_SPEC, page_dir)}">docs/studies.md</a>. Your own variants (runs with other parameters)
-are never listed here: <code>{VARIANTS_DIR}/index.html</code> beside this page lists them, unversioned.</details>
+{forest(results, page_dir, shown) if found else ""}
+{glossary(page_dir)}
+<p class="meta">Below: one row per study, from its strongest profile whose plan is fully recorded, linking to its
+section. A verdict speaks for the scale named under each study (data, model, epochs, seeds), never for the
+paper's. Your own variants (runs with other parameters) are never listed here: <code>{VARIANTS_DIR}/index.html</code>
+beside this page lists them, unversioned.</p>
 {summary(results, shown) if found else ""}
 {to_decide(results, shown) if found else ""}
 {ledger(results)}

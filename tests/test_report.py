@@ -187,7 +187,7 @@ def test_a_table_written_before_the_engine_is_shown_apart_and_never_counted(resu
     page = write_index(results).read_text()
     assert badge_counts(summary_rows(page)["01_margin_factorial"]) == {"superseded": 2}
     assert "was written before the verdict engine" in page and page.count('<tr class="superseded">') == 2
-    assert '<span class="badge reproduced"' not in re.sub(r'<p class="meta legend">.*?</p>', "", page, flags=re.S)
+    assert '<span class="badge reproduced"' not in re.sub(r'<dl class="glossary">.*?</dl>', "", page, flags=re.S)
 
 
 def test_what_it_would_take_lists_each_inconclusive_claim_with_its_commands_and_their_runs(results):

@@ -26,7 +26,12 @@ _HOST = socket.gethostname().replace("/", "_")  # in temp file names
 
 
 def atomic_write_text(path: os.PathLike | str, text: str) -> None:
-    """Write ``text`` (UTF-8, "\\n" line ends) to ``path`` atomically.
+    """Write ``text`` (UTF-8, its "\\n" line ends kept) to ``path`` atomically (:func:`atomic_write_bytes`)."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: os.PathLike | str, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically.
 
     Writes a temp file ``.<name>.<host>.<pid>.<random>.tmp`` in the same folder (host and pid tell
     :func:`remove_stale_temp_files` whether its writer still lives), flushes and fsyncs it, then
@@ -52,8 +57,8 @@ def atomic_write_text(path: os.PathLike | str, text: str) -> None:
             break
         else:  # pragma: no cover - 100 random collisions
             raise OSError(errno.EEXIST, "could not create a unique temp file", str(parent))
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
