@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
+from lib import PROJECT_ROOT
 from lib.core import stats
 from lib.core.params import ParameterError
 from lib.run.results import config_hash
@@ -256,3 +257,125 @@ def test_the_regime_search_changes_one_setting_of_the_smallest_batchs_infonce_ru
     assert searched.info_nce_factor.tolist() == pytest.approx([1 - math.exp(-0.2), 0.71])
     assert searched.in_regime.tolist() == [True, False] and study.FACTOR_THRESHOLD == 0.7
     assert not table[table.setting.str.startswith("shipped")].in_regime.any()  # no shipped runs: nothing reached
+
+
+# --------------------------------------------------- the main figure: FlatNCE - InfoNCE per batch size
+
+QUICK_RECORDS = PROJECT_ROOT / "results" / "runs" / study.STUDY / "quick"
+
+
+def by_hand_gains(records: list[dict]) -> dict:
+    """``{(rule, accuracy, batch size): sorted FlatNCE - InfoNCE of each seed, in points}``, read from the records
+    themselves, without the study's frames: the runs of one seed and batch size under one rule, one per loss."""
+    runs = {}
+    for r in records:
+        if r["status"] == "ok":
+            c = r["config"]
+            runs[(c["lr_scaling"], c["batch_size"], c["seed"], c["loss"])] = r["metrics"]
+    gains = {}
+    for (rule, b, seed, loss), metrics in runs.items():
+        infonce = runs.get((rule, b, seed, "infonce"))
+        if loss == "flatnce" and infonce is not None:
+            for metric in ("probe_top1", "knn_top1"):
+                gains.setdefault((rule, metric, b), []).append(100 * (metrics[metric] - infonce[metric]))
+    return {key: sorted(values) for key, values in gains.items()}
+
+
+def plotted(fig, gid: str) -> dict:
+    """``{(rule, accuracy, batch size): sorted heights}`` of the points a figure of :func:`study.plot_gains` draws as
+    ``gid`` (``seeds`` or ``mean without interval``), each panel's rule read from its title and each point's batch size
+    from the tick it stands beside."""
+    rules = {label: rule for rule, label in study.ARM_LABELS.items()}
+    points = {}
+    for ax in fig.axes:
+        rule = rules[ax.get_title()]
+        sizes = [int(label.get_text().split("\n")[0]) for label in ax.get_xticklabels()]
+        artists = [(c.get_gid(), c.get_offsets()) for c in ax.collections]
+        artists += [(line.get_gid(), np.column_stack([line.get_xdata(), line.get_ydata()])) for line in ax.lines]
+        for name, xy in artists:
+            if name and name.startswith(gid + ":"):
+                metric = name.split(":")[1]
+                for x, y in xy:
+                    points.setdefault((rule, metric, sizes[round(float(x))]), []).append(float(y))
+    return {key: sorted(values) for key, values in points.items()}
+
+
+def test_the_main_figure_draws_each_seeds_paired_difference_of_the_shipped_quick_runs_without_intervals():
+    """The shipped quick records (2 seeds per arm): each seed's FlatNCE - InfoNCE, computed here from the records, is
+    what the figure draws, at its rule's panel and its batch size; the means are drawn hollow, no interval is drawn,
+    and the legend says why (nothing is read from fewer than 3 seeds)."""
+    import json
+
+    import matplotlib.pyplot as plt
+
+    records = [json.loads(path.read_text()) for path in sorted(QUICK_RECORDS.glob("*.json"))]
+    assert len(records) == 24
+    s = study.resolve({"profile": "quick"})
+    runs = study.runs_frame(records)
+    table = study.paper_vs_reproduced(study.analyze(runs, s), s, 0.0)
+    gains = study.seed_gains(runs, s)
+    fig = study.plot_gains(gains, study.gain_intervals(gains, table), "quick")
+    try:
+        expected = by_hand_gains(records)
+        assert len(expected) == 2 * 2 * 3 and all(len(v) == 2 for v in expected.values())
+        seeds = plotted(fig, "seeds")
+        assert seeds.keys() == expected.keys()
+        for key, values in expected.items():
+            assert seeds[key] == pytest.approx(values, abs=1e-9), key
+        means = plotted(fig, "mean without interval")
+        assert {key: v[0] for key, v in means.items()} == pytest.approx(
+            {key: float(np.mean(v)) for key, v in expected.items()}, abs=1e-9)
+        assert all(not ax.containers for ax in fig.axes)  # no error bar anywhere
+        legend = " ".join(text.get_text() for text in fig.legends[0].get_texts())
+        assert "no interval: 2 seeds per arm, and nothing is read from fewer than 3" in legend
+    finally:
+        plt.close(fig)
+
+
+def test_the_figures_intervals_are_the_verdicts_at_their_level_and_absent_below_3_seeds():
+    """4 seeds at B = 16 and 64, 2 at B = 256: at 16 and 64 each accuracy's bar is the paired t interval at the level
+    of that batch size's verdict, alpha / m with m = 2 measured claims (the two batch sizes), checked here by hand, and
+    the linear probe's is the verdict row's own; at 256 the means stand without a bar, saying why."""
+    import json
+
+    import matplotlib.pyplot as plt
+    from scipy import stats as st
+
+    s = study.resolve({**PARAMETERS, "batch_sizes": [16, 64, 256], "dataset": "cifar10", "profile": "cpu",
+                       "lr_rules": ["linear"]})
+    runs = fake_runs({16: 3.0, 64: 1.0, 256: 0.5}, seeds=4, noise=1.0)
+    runs = runs[(runs.batch_size < 256) | (runs.seed < 2)].reset_index(drop=True)
+    table = study.paper_vs_reproduced(study.analyze(runs, s), s, 0.0)
+    records = {r["id"]: r for r in map(json.loads, table.record) if r["kind"] == "claim"}
+    measured = sorted(key for key, r in records.items() if r["ci"] is not None)
+    assert measured == ["s5.gain_at_batch:linear/B16", "s5.gain_at_batch:linear/B64"]
+    gains = study.seed_gains(runs, s)
+    intervals = study.gain_intervals(gains, table).set_index(["metric", "batch_size"])
+    for b in (16, 64):
+        verdict = records[f"s5.gain_at_batch:linear/B{b}"]
+        probe = intervals.loc[("probe_top1", b)]
+        assert [probe.ci_low, probe.ci_high] == pytest.approx(verdict["ci"], rel=1e-9)
+        for metric in ("probe_top1", "knn_top1"):
+            row = intervals.loc[(metric, b)]
+            here = runs[runs.batch_size == b].pivot(index="seed", columns="loss", values=metric)
+            differences = 100 * (here.flatnce - here.infonce).to_numpy()
+            half = st.t.ppf(1 - 0.05 / 2 / 2, 3) * differences.std(ddof=1) / 2  # alpha / m, 3 df, sqrt(4 seeds)
+            assert row.level == verdict["level"] == pytest.approx(0.05 / 2) and row.seeds == 4
+            assert [row.ci_low, row.ci_high] == pytest.approx([differences.mean() - half, differences.mean() + half])
+    for metric in ("probe_top1", "knn_top1"):
+        assert math.isnan(intervals.loc[(metric, 256)].ci_low) and intervals.loc[(metric, 256)].seeds == 2
+    fig = study.plot_gains(gains, intervals.reset_index(), "fake")
+    try:
+        (ax,) = fig.axes
+        bars = {c.get_label(): c.lines[2][0].get_segments() for c in ax.containers}
+        assert set(bars) == {"_interval:probe_top1", "_interval:knn_top1"}
+        for metric in ("probe_top1", "knn_top1"):
+            drawn = [(segment[0][1], segment[1][1]) for segment in bars[f"_interval:{metric}"]]
+            expected = [(intervals.loc[(metric, b)].ci_low, intervals.loc[(metric, b)].ci_high) for b in (16, 64)]
+            assert drawn == pytest.approx(expected)
+        assert set(plotted(fig, "mean without interval")) == {("linear", "probe_top1", 256),
+                                                              ("linear", "knn_top1", 256)}
+        legend = " ".join(text.get_text() for text in fig.legends[0].get_texts())
+        assert "97.5% interval (the verdict's level)" in legend and "2 seeds per arm" in legend
+    finally:
+        plt.close(fig)

@@ -27,10 +27,12 @@ The decisions where the specification (docs/studies.md, "Study 5") is silent [ou
 docs/notes/ssl.md ("Study 5: decisions of ours").
 
 The module runs past 400 lines because it holds the study's whole analysis: the profiles and their checks, the
-plan, the accuracy tables by batch size, the gradient identity check and the claims that read them together.
+plan, the accuracy tables by batch size, the gradient identity check, the claims that read them together and the
+figure that draws those claims' paired differences per batch size.
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
 from typing import Optional
@@ -594,3 +596,137 @@ def _mechanism_check(name: str, out: dict) -> verdicts.Assessment:
         ours += (f"; InfoNCE ended within {CEILING_MARGIN:.0%} of its ceiling log(2N - 1) at "
                  + ", ".join(f"B={b}" for b in at_ceiling))
     return verdicts.check(quantity, ours, "smaller at small batches (FlatNCE's rationale)")
+
+
+# ------------------------------------------------------------------------------- the figure: the gain per batch size
+
+# The accuracies the figure compares, the central claim's first. The kNN has no verdict at one batch size: its interval
+# is made by the kNN statement's claim (the same paired measure) at the level of that batch size's linear-probe verdict.
+GAIN_STATEMENTS = {"probe_top1": "s5.gain_at_batch", "knn_top1": "s5.gain_knn"}
+GAIN_OFFSETS = {"probe_top1": -0.12, "knn_top1": 0.12}  # the two accuracies side by side at each batch size
+GAIN_COLOURS = {"probe_top1": "C0", "knn_top1": "C1"}
+
+
+def seed_gains(runs: pd.DataFrame, s: dict) -> pd.DataFrame:
+    """FlatNCE - InfoNCE per seed, in points: one row per learning-rate rule, accuracy (``metric``, the linear probe
+    first), batch size and seed that ran both losses, with each loss's accuracy beside the difference.
+
+    Each loss's value is :func:`loss_seeds` at that one batch size, the observation the batch size's verdict reads,
+    so the figure shows what the verdicts test. A seed counts where both losses have a finite value, as the verdict
+    engine pairs them."""
+    rows = []
+    for rule in s["lr_rules"]:
+        for metric in GAIN_STATEMENTS:
+            for b in s["batch_sizes"]:
+                flat = loss_seeds(runs, rule, "flatnce", metric, batch_sizes=[b])
+                info = loss_seeds(runs, rule, "infonce", metric, batch_sizes=[b])
+                for seed in sorted(set(flat) & set(info)):
+                    if math.isfinite(flat[seed]) and math.isfinite(info[seed]):
+                        rows.append(dict(lr_rule=rule, metric=metric, batch_size=b, seed=seed, flatnce=flat[seed],
+                                         infonce=info[seed], gain=flat[seed] - info[seed]))
+    return pd.DataFrame(rows, columns=["lr_rule", "metric", "batch_size", "seed", "flatnce", "infonce", "gain"])
+
+
+def verdict_levels(table: pd.DataFrame) -> dict[str, float]:
+    """``{claim id: the two-sided level of its interval}`` for every measured claim of a decided verdict table, read
+    from its typed records: alpha / m in a family of m measured claims, or the level of a planned look."""
+    levels = {}
+    for text in table.get("record", pd.Series(dtype=str)):
+        record = json.loads(text) if text else {}
+        if record.get("kind") == "claim" and record.get("ci") is not None:
+            levels[record["id"]] = record["level"]
+    return levels
+
+
+def gain_intervals(gains: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """Per learning-rate rule, accuracy and batch size of ``gains`` (:func:`seed_gains`): the seeds paired, their mean
+    FlatNCE - InfoNCE (points), and its interval at the level of that batch size's verdict in ``table`` (the decided
+    verdict table), from the verdict engine's own paired test, so the linear probe's interval is the verdict row's.
+
+    Below :data:`lib.core.verdicts.MIN_SEEDS` seeds per arm, or where the batch size's verdict is not measured, the
+    interval is left out and ``why`` says so: nothing is read from fewer seeds, so no interval may suggest it is."""
+    levels = verdict_levels(table)
+    rows = []
+    for (rule, metric, b), here in gains.groupby(["lr_rule", "metric", "batch_size"], sort=False):
+        b = int(b)
+        statement = verdicts.statement_of(STATEMENTS, GAIN_STATEMENTS[metric])
+        claim = statement.claim(f"FlatNCE - InfoNCE, {METRICS[metric]} at B = {b} (points)", f"{rule}/B{b}")
+        verdict_level = levels.get(f"s5.gain_at_batch:{rule}/B{b}")
+        level, low, high, why = np.nan, np.nan, np.nan, ""
+        if len(here) < verdicts.MIN_SEEDS:
+            why = f"{len(here)} seeds per arm, and nothing is read from fewer than {verdicts.MIN_SEEDS}"
+        elif verdict_level is None:
+            why = "this batch size's verdict is not measured"
+        else:
+            flat = dict(zip(here.seed, here.flatnce))
+            info = dict(zip(here.seed, here.infonce))
+            level = verdict_level
+            low, high = verdicts.evaluate(claim, flat, info).interval_at(level)
+        rows.append(dict(lr_rule=rule, metric=metric, batch_size=b, seeds=len(here), gain=float(here.gain.mean()),
+                         level=level, ci_low=low, ci_high=high, why=why))
+    return pd.DataFrame(rows, columns=["lr_rule", "metric", "batch_size", "seeds", "gain", "level", "ci_low",
+                                       "ci_high", "why"])
+
+
+def plot_gains(gains: pd.DataFrame, intervals: pd.DataFrame, title: str):
+    """The study's main figure: FlatNCE - InfoNCE in points per batch size, one panel per learning-rate rule (the
+    arms are never pooled), the linear probe and the kNN side by side. The question is a difference of about a
+    point, so the axis shows the difference itself, around its zero line, not two accuracies on a 50-point axis.
+
+    Small dots: each seed's difference (:func:`seed_gains`); a large filled dot with a bar: the mean with its interval
+    at the verdict's level (:func:`gain_intervals`); a hollow dot: a mean without an interval, the legend saying why.
+    The dotted line is our smallest gain that matters (:data:`SMALLEST_GAIN`), the value the verdicts test against.
+    Batch sizes are evenly spaced labels: the grid grows by a constant factor, so no log axis is needed. Nothing is
+    random, so a re-render draws the same pixels. Returns the figure."""
+    # Imported here, not at the module's top: the commands that import the study (dispatch, decide) draw nothing.
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    rules = list(dict.fromkeys(intervals.lr_rule))
+    fig, axes = plt.subplots(1, len(rules), figsize=(5.4 * len(rules), 4.2), sharey=True, squeeze=False)
+    for rule, ax in zip(rules, axes[0]):
+        cells = intervals[intervals.lr_rule == rule]
+        sizes = sorted(set(cells.batch_size))
+        position = {b: i for i, b in enumerate(sizes)}
+        for metric, offset in GAIN_OFFSETS.items():
+            colour = GAIN_COLOURS[metric]
+            seeds = gains[(gains.lr_rule == rule) & (gains.metric == metric)]
+            ax.scatter(seeds.batch_size.map(position) + offset, seeds.gain, s=16, color=colour, alpha=0.45,
+                       linewidths=0, zorder=2, gid=f"seeds:{metric}")
+            here = cells[cells.metric == metric]
+            shown = here[np.isfinite(here.ci_low)]
+            bare = here[~np.isfinite(here.ci_low)]
+            if len(shown):
+                ax.errorbar(shown.batch_size.map(position) + offset, shown.gain,
+                            yerr=[shown.gain - shown.ci_low, shown.ci_high - shown.gain], fmt="o", color=colour,
+                            markersize=7, capsize=4, zorder=3, label=f"_interval:{metric}")
+            ax.plot(bare.batch_size.map(position) + offset, bare.gain, linestyle="none", marker="o", markersize=7,
+                    markerfacecolor="none", markeredgecolor=colour, markeredgewidth=1.5, zorder=3,
+                    gid=f"mean without interval:{metric}")
+        ax.axhline(0, color="black", linewidth=1, zorder=1)
+        ax.axhline(SMALLEST_GAIN, color="grey", linestyle=":", linewidth=1.2, zorder=1)
+        probe = cells[cells.metric == "probe_top1"].set_index("batch_size").seeds
+        ax.set_xticks(range(len(sizes)), labels=[f"{b}\n{probe.get(b, 0)} seeds" for b in sizes])
+        ax.set_xlim(-0.5, len(sizes) - 0.5)
+        ax.set(title=ARM_LABELS[rule], xlabel="batch size N (seeds paired per loss)")
+    axes[0][0].set_ylabel("FlatNCE − InfoNCE (accuracy points)")
+    handles = [Line2D([], [], linestyle="none", marker="o", markersize=7, color=GAIN_COLOURS[metric],
+                      label=METRICS[metric]) for metric in GAIN_STATEMENTS]
+    handles.append(Line2D([], [], linestyle="none", marker="o", markersize=4, color="grey", alpha=0.45,
+                          label="one seed: FlatNCE − InfoNCE of its two runs"))
+    levels = sorted({f"{100 * (1 - level):.3g}%" for level in intervals.level.dropna()})
+    if levels:
+        handles.append(Line2D([], [], marker="o", markersize=7, color="grey",
+                              label=f"mean over seeds, bar: its {', '.join(levels)} interval (the verdict's level)"))
+    reasons = list(dict.fromkeys(intervals.why[intervals.why != ""]))
+    if reasons:
+        handles.append(Line2D([], [], linestyle="none", marker="o", markersize=7, markerfacecolor="none",
+                              markeredgecolor="grey", markeredgewidth=1.5,
+                              label="mean over seeds, no interval: " + "; ".join(reasons)))
+    handles.append(Line2D([], [], color="black", linewidth=1, label="0: no difference"))
+    handles.append(Line2D([], [], color="grey", linestyle=":", linewidth=1.2,
+                          label=f"+{SMALLEST_GAIN:g} point: our smallest gain that matters (the verdicts' test)"))
+    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, frameon=False)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
