@@ -51,7 +51,7 @@ from lib.core.forest import forest_png
 from lib.core.looks import look_progress
 from lib.core.params import ParameterError
 from lib.core.settings import literal
-from lib.core.verdicts import CLASSES, COLOURS, css_class
+from lib.core.verdicts import CLASSES, COLOURS, DECIDED, css_class
 from lib.render import REPORT_SUFFIX, stamp
 from lib.run.files import atomic_write_bytes, atomic_write_text
 from lib.run.plans import load_plans
@@ -651,6 +651,43 @@ def regime_search(results: Path) -> str:
             "run.</p>" + "".join(parts))
 
 
+def run_seconds(folder: Path) -> tuple[int, float]:
+    """(runs, their wall seconds) of every record under ``folder``: the study's runs, its extension plans' and its
+    regime search's, which all cost the cores' time."""
+    runs, seconds = 0, 0.0
+    for path in sorted(folder.rglob("*.json")):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        runs += 1
+        seconds += float((record.get("timings") or {}).get("wall_s") or 0.0)
+    return runs, seconds
+
+
+def cost(results: Path, shown_by_study: dict[str, tuple[str, list[str]]]) -> str:
+    """What the verdicts cost: per study at the profile its summary shows, its runs and run-hours (searches and
+    extensions included), the tested claims decided (:data:`lib.core.verdicts.DECIDED`, from the typed records),
+    whether the central one is, and the run-hours per decided claim."""
+    rows, decided_central = [], 0
+    for study, (shown, _) in shown_by_study.items():
+        records = ResultsStore(results, study, shown).verdict_records() or []
+        module = study_module(study)
+        claims = [r for r in records if r.get("kind") == "claim"]
+        decided = [r for r in claims if r.get("verdict") in DECIDED]
+        central = module is not None and any(r["quantity"].startswith(module.HEADLINE) for r in decided)
+        decided_central += central
+        runs, seconds = run_seconds(results / "runs" / study / shown)
+        per_claim = f"{seconds / 3600 / len(decided):.2g}" if decided else "–"
+        rows.append(f"<tr><td>{html.escape(title(study))} · {shown}</td><td>{runs}</td>"
+                    f"<td>{seconds / 3600:.3g}</td><td>{len(decided)} of {len(claims)}</td>"
+                    f"<td>{'yes' if central else 'no'}</td><td>{per_claim}</td></tr>")
+    if not rows:
+        return ""
+    return ('<h2 id="cost">What the verdicts cost</h2><p class="meta">Run-hours are the wall time of every recorded '
+            "run, one at a time (two run side by side on two cores), its extension plans and regime searches "
+            f"included. Central claims decided: {decided_central} of {len(rows)}.</p><table><tr><th>study</th>"
+            "<th>runs</th><th>run-hours</th><th>tested claims decided</th><th>central claim decided</th>"
+            "<th>run-hours per decided claim</th></tr>" + "".join(rows) + "</table>")
+
+
 def verdict_table(frame: pd.DataFrame | None, central: str | None = None) -> str:
     """A study's verdict table in its section (:func:`lib.core.verdict_html.table_html`), the central claim marked."""
     if frame is None:
@@ -819,6 +856,7 @@ beside this page lists them, unversioned.</p>
 {to_decide(results, shown) if found else ""}
 {ledger(results)}
 {regime_search(results)}
+{cost(results, shown) if found else ""}
 {body}
 </body></html>
 """

@@ -393,3 +393,27 @@ def test_the_readme_names_every_claim_read_at_an_operating_point_the_central_one
                          " At the operating point [car-matched: epochs 2], mean difference: 2 [0.2, 3.9], "
                          "*inconclusive*."]
     assert report.operating_point_rows(frame, SimpleNamespace(HEADLINE="gain")).empty  # a study with none
+
+
+def test_the_cost_table_counts_every_record_and_the_decided_claims_of_the_typed_records(tmp_path):
+    """Per study at its summary profile: every record under its runs folder (extensions and searches included), their
+    wall hours, and the tested claims whose typed verdict answers the paper's claim; counted here from the files."""
+    page = write_index(SHIPPED, tmp_path)
+    section = page.read_text()[page.read_text().index('<h2 id="cost">'):]
+    section = section[:section.index("</table>")]
+    rows = re.findall(r"<tr><td>(\d\d[^<]*) · (\w+)</td><td>(\d+)</td><td>([^<]+)</td><td>(\d+) of (\d+)</td>"
+                      r"<td>(yes|no)</td>", section)
+    assert len(rows) == 6
+    for name, profile, runs, hours, decided, claims, central in rows:
+        study = name.replace(" ", "_")
+        paths = list((SHIPPED / "runs" / study / profile).rglob("*.json"))
+        seconds = sum(json.loads(p.read_text())["timings"]["wall_s"] for p in paths)
+        assert int(runs) == len(paths) and float(hours) == pytest.approx(seconds / 3600, rel=1e-2)
+        typed = [r for r in json.loads((SHIPPED / "tables" / f"{study}_{profile}_verdicts.json").read_text())
+                 if r["kind"] == "claim"]
+        answered = [r for r in typed if r["verdict"] in ("reproduced", "reproduced, smaller", "contradicted",
+                                                         "not reproduced")]
+        assert (int(decided), int(claims)) == (len(answered), len(typed))
+        headline = report.study_module(study).HEADLINE
+        assert (central == "yes") == any(r["quantity"].startswith(headline) for r in answered)
+    assert f"Central claims decided: {sum(r[-1] == 'yes' for r in rows)} of 6." in section

@@ -72,6 +72,7 @@ KINDS = ("claim", "check")
 OUT_OF_REGIME = "not in the paper's regime"
 VERDICTS = ("reproduced", "reproduced, smaller", "contradicted", "not reproduced", "inconclusive", "not measured",
             OUT_OF_REGIME, "check")
+DECIDED = VERDICTS[:4]  # the verdicts that answer the paper's claim, one way or the other
 
 
 @dataclass(frozen=True)
