@@ -9,8 +9,9 @@ The page opens with a summary: one row per study, from the strongest profile who
 (:func:`summary_profile`), with the study's question (``QUESTION`` in its module), its central claim (the
 verdict-table row named by the module's ``HEADLINE``: ours with its CI, the paper's value, the verdict and the
 power) and its rows counted by verdict (:data:`KINDS`, the grammar of ``lib.core.verdicts``; our checks apart);
-then "What it would take" (:func:`to_decide`): every inconclusive claim with the seeds per arm for 80% power and
-the commands that would run them, with their cost from the measured time per run. Then, for each rendered
+then "What it would take" (:func:`to_decide`): what ``python -m lib.decide --budget 8 --dry-run`` says, from the
+same functions: each claim a two-look design can decide, with its runs, wall hours and command, and each inconclusive
+or out-of-regime claim none decides, with why (:func:`what_next_rows` gives one study's). Then, for each rendered
 notebook ``results/notebooks/<study>_<profile>.ipynb``, a section: where its records came from (profile, data,
 runs, the git commit of each run: :func:`commit_statement`, and the machines: :func:`machine_statement`), its
 paper-vs-reproduced table (``results/tables/<study>_<profile>_paper_vs_reproduced.csv``, written by
@@ -49,15 +50,15 @@ from lib import PROJECT_ROOT
 from lib.core import verdict_html
 from lib.core.forest import forest_png
 from lib.core.looks import look_progress
-from lib.core.params import ParameterError
 from lib.core.settings import literal
 from lib.core.verdicts import CLASSES, COLOURS, DECIDED, css_class
 from lib.render import REPORT_SUFFIX, stamp
 from lib.run.files import atomic_write_bytes, atomic_write_text
 from lib.run.plans import load_plans
 from lib.run.results import VARIANTS_DIR, ResultsStore
-from lib.studies import STUDIES, find_study
-from lib.studies.coverage import coverage, experiment
+from lib.studies import STUDIES, extension, find_study
+from lib.studies.coverage import coverage
+from lib.studies.extension import BUDGET_HOURS
 from lib.studies.variants import VARIANT_NOTE
 
 RENDERED = re.compile(r"^(?P<study>\d\d_[a-z0-9_]+?)_(?P<profile>smoke|quick|cpu|paper)$")
@@ -481,57 +482,68 @@ def study_number(study: str) -> str:
     return study.split("_", 1)[0]
 
 
+def what_next_table(results: Path, profile: str) -> pd.DataFrame:
+    """:func:`lib.studies.extension.what_next` for every study at ``profile``: the claims, runs, hours and commands
+    that ``python -m lib.decide --profile <profile> --budget 8 --dry-run`` weighs, from the same functions, so that
+    the page and the command cannot disagree (tests/test_report.py holds them to it)."""
+    studies = list(STUDIES.values())
+    found = extension.candidates(studies, profile, results_dir=str(results))
+    workers = {study.name: extension.workers_of(study, profile) for study in studies}
+    return extension.what_next(found, BUDGET_HOURS, workers)
+
+
+def what_next_rows(results: Path, study: str, profile: str) -> pd.DataFrame:
+    """What would decide one study's inconclusive and out-of-regime claims at ``profile``, with the command and its
+    cost where a two-look design does, and why not where none does: :func:`what_next_table`'s rows of that study.
+    The budget is weighed over every study, as ``lib.decide`` weighs it, so a study's rows say what its command
+    does."""
+    table = what_next_table(results, profile)
+    return table[table.study == study].reset_index(drop=True)
+
+
+def _what_next_row(row: pd.Series, shown: str) -> str:
+    """One row of the page's "What it would take" table."""
+    runs = "–" if pd.isna(row.runs) else str(int(row.runs))
+    hours = "–" if pd.isna(row.hours) else f"{row.hours:.2f}"
+    command = f"<code>{command_html(html.escape(row.command))}</code>" if row.command else "–"
+    verdict = html.escape(row.verdict)
+    return (f'<tr><td class="study" data-label="study">{html.escape(title(row.study))} · {shown}</td>'
+            f'<td data-label="claim">{"[central] " if row.central else ""}'
+            f'{html.escape(verdict_html.human(row.claim))}</td>'
+            f'<td data-label="verdict"><span class="badge {verdict_kind(row.verdict) or ""}">{verdict}</span></td>'
+            f'<td data-label="what would decide it">{html.escape(row.decides)}</td>'
+            f'<td data-label="new runs">{runs}</td><td data-label="wall hours">{hours}</td>'
+            f'<td data-label="command">{command}</td></tr>')
+
+
 def to_decide(results: Path, shown_by_study: dict[str, tuple[str, list[str]]]) -> str:
-    """The experiments that would decide the inconclusive claims of the summary: per claim the seeds per arm
-    for 80% power at the published value, the command at the scale of the verdict (its new runs and their
-    cost from the measured time per run of that plan) and at the paper's."""
-    rows, planned = [], planned_rows(results)
-    for study, (shown, _) in shown_by_study.items():
-        frame = verdicts(results, study, shown)
-        if not engine_written(frame):
-            continue
-        for _, row in frame[frame.css == "inconclusive"].iterrows():
-            if row.seeds_needed in ("", "–") or (shown, study, row.quantity) in planned:
-                continue  # a planned claim is in the extensions' ledger
-            parameters = {name: int(row.seeds_needed) for name in row.seeds_parameters.split(",")}
-            options = " ".join(f"-p {html.escape(name)} {row.seeds_needed}" for name in parameters)
-            cells = []
-            for profile in dict.fromkeys((shown, "paper")):
-                try:
-                    cost = experiment(find_study(study), profile, parameters, results)
-                except ParameterError as error:  # e.g. more seeds than the dispatcher allows
-                    cells.append(f'<span class="meta">not a practical experiment: {html.escape(str(error))}</span>')
-                    continue
-                hours = ("time per run unknown (no records of this plan)" if cost["run_hours"] is None else
-                         f"≈ {cost['run_hours']:.3g} run-hours at {cost['seconds_per_run']:.0f} s per run")
-                command = f"python -m lib.dispatch {study_number(study)} --profile {profile} {options}"
-                cells.append(f"<code>{command_html(command)}</code>"
-                             f'<div class="meta">{cost["new"]} new runs of {cost["planned"]}; {hours}</div>')
-            rows.append(f'<tr><td class="study" data-label="study">{html.escape(title(study))} · {shown}</td>'
-                        f'<td data-label="claim">{html.escape(verdict_html.human(row.quantity))}</td>'
-                        f'<td data-label="power now">{html.escape(row.power)} with {html.escape(row.n)}</td>'
-                        f'<td data-label="seeds per arm for 80%">{html.escape(row.seeds_needed)}</td>'
-                        f'<td data-label="at this scale">{cells[0]}</td>'
-                        f'<td data-label="at the paper\'s scale">{cells[-1] if len(cells) > 1 else "the same"}</td>'
-                        "</tr>")
+    """The page's "What it would take": for the studies of the summary, at the profile it shows, what
+    ``lib.decide``'s dry run at the README's budget says (:func:`what_next_table`): each claim a two-look design can
+    decide with its design, new runs, wall hours and command, and each inconclusive or out-of-regime claim no such
+    design decides, with why, said plainly."""
+    rows = []
+    profiles = sorted({shown for shown, _ in shown_by_study.values()}, key=PROFILE_ORDER.index)
+    for profile in profiles:
+        table = what_next_table(results, profile)
+        studies = [study for study, (shown, _) in shown_by_study.items() if shown == profile]
+        for _, row in table[table.study.isin(studies)].iterrows():
+            rows.append(_what_next_row(row, profile))
     if not rows:
         return ""
-    profiles = sorted({shown for shown, _ in shown_by_study.values()}, key=PROFILE_ORDER.index)
     commands = ", ".join(f"<code>{DECIDE_COMMAND.format(profile=p)}</code>" for p in profiles)
-    return ('<h2 id="to-decide">What it would take</h2><p class="meta">Each inconclusive claim above that no '
-            f"extension plan holds yet. {commands} plans, within a budget of wall hours, the two-look extension "
-            "that decides the most of them (central claims first) and says for each other claim why not; without "
-            "<code>--dry-run</code> it records the plan and runs it. Below, per claim, a one-look experiment: "
-            "the seeds per arm for 80% power at the paper's value (α = 0.05 "
-            "two-sided, divided by the number of claims Holm corrects together; the power functions are in "
-            "<code>lib/core/verdicts.py</code>), the command at the scale of the "
-            "verdict and at the paper's (add <code>--backend slurm</code> on a cluster). Run-hours count one run at "
-            "a time; divide by the runs in parallel.</p><div class=\"scroll\"><table class=\"decide\"><tr>"
-            "<th>study</th><th>claim</th><th>power now</th><th>seeds per arm for 80%</th><th>at this scale</th>"
-            "<th>at the paper's scale</th></tr>" + "".join(rows) + "</table></div>")
+    return ('<h2 id="to-decide">What it would take</h2><p class="meta">What '
+            f"{commands} says of the claims above: each claim a two-look design can decide (its seeds fixed before "
+            "its runs, O'Brien–Fleming boundaries at the claim's level α/m, 80% power at the paper's value; central "
+            f"claims first within {BUDGET_HOURS:g} wall hours, then the cheapest), with its new runs, their wall hours "
+            "from the measured time per run (divided among the study's parallel processes) and the command that "
+            "records the plan and runs it; and each claim still inconclusive or out of the paper's regime that no "
+            "such design decides, with why. Claims already decided, not measured at this profile, or held by an "
+            "extension plan (below) are left out.</p><div class=\"scroll\"><table class=\"decide\"><tr>"
+            "<th>study</th><th>claim</th><th>verdict</th><th>what would decide it</th><th>new runs</th>"
+            "<th>wall hours</th><th>command</th></tr>" + "".join(rows) + "</table></div>")
 
 
-DECIDE_COMMAND = "python -m lib.decide --profile {profile} --budget 8 --dry-run"
+DECIDE_COMMAND = f"python -m lib.decide --profile {{profile}} --budget {BUDGET_HOURS:g} --dry-run"
 
 
 def planned_rows(results: Path) -> dict[tuple[str, str, str], tuple[dict, dict]]:
@@ -985,7 +997,7 @@ def readme_extension_lines(results_dir: str | Path = "results") -> list[str]:
             progress = look_progress(str(row.get("look", "")))
             read = f": {progress[0]} of {progress[1]} runs in the rendered table." if progress else "."
             lines.append(f"{head}; look 2 ({claim['n1']} → {claim['n2']} seeds per arm) is running{read}")
-    return lines or ["- No extension plan yet: `python -m lib.decide --profile cpu --budget 8 --dry-run` proposes one."]
+    return lines or [f"- No extension plan yet: `{DECIDE_COMMAND.format(profile='cpu')}` proposes one."]
 
 
 def main(argv: list[str] | None = None) -> int:

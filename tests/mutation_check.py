@@ -243,10 +243,10 @@ MUTATIONS = (
              (("    return _one_sample(shifted, a - b, sd_floor)",
                "    return _mean_difference(claim, a, b, sd_floor)"),),
              ("tests/test_decide.py",)),
-    Mutation("plan_twice", "a claim already in a plan is planned again", "lib/decide.py",
+    Mutation("plan_twice", "a claim already in a plan is planned again", "lib/studies/extension.py",
              (("    if c.key in planned:", "    if c.key in planned and False:"),),
              ("tests/test_decide.py",)),
-    Mutation("budget_shared_twice", "a run two claims share is paid for twice", "lib/decide.py",
+    Mutation("budget_shared_twice", "a run two claims share is paid for twice", "lib/studies/extension.py",
              (("        return sum(s for rid, s in c.seconds.items() if rid not in runs) / workers[c.study.name] "
                "/ 3600",
                "        return sum(c.seconds.values()) / workers[c.study.name] / 3600"),),

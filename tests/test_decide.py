@@ -14,7 +14,7 @@ from lib.core.sequential import Look
 from lib.run import plans
 from lib.run.plans import load_plans
 from lib.run.results import ResultsStore, config_hash
-from lib.studies import find_study
+from lib.studies import extension, find_study
 
 FAMILY = "test family"
 
@@ -171,7 +171,7 @@ def test_the_budget_takes_central_claims_first_then_the_cheapest_and_counts_a_sh
     cheap = candidate("cheap", False, {"b": 0.5 * hour})
     sharing = candidate("sharing", False, {"a": 2 * hour, "c": 0.25 * hour})  # run a is the central claim's
     dear = candidate("dear", False, {"d": 5 * hour})
-    chosen, left = decide.select([dear, cheap, sharing, central], 3.0, {"04_embedding_norms": 2})
+    chosen, left, _ = decide.select([dear, cheap, sharing, central], 3.0, {"04_embedding_norms": 2})
     assert [c.quantity for c in chosen] == ["central", "sharing", "cheap"]  # sharing costs 0.25 h once a is in
     assert "over the budget" in left[dear.key]
 
@@ -183,7 +183,7 @@ def test_a_budget_that_decides_nothing_names_the_cheapest_claim_that_would_and_i
     dear, dearer = candidate("dear", False, {"a": 5 * hour}), candidate("dearer", True, {"b": 9 * hour})
     for c in (dear, dearer):
         c.design = sequential.boundaries(3, 13, 0.004)
-    chosen, left = decide.select([dear, dearer], 1.0, {"04_embedding_norms": 2})
+    chosen, left, _ = decide.select([dear, dearer], 1.0, {"04_embedding_norms": 2})
     text = decide.describe(chosen, left, [dear, dearer], 1.0, {"04_embedding_norms": 2})
     assert chosen == [] and ("nothing within 1 wall hours; the cheapest claim a two-look design can decide is 04 dear: "
                              "3 → 13 seeds per arm, 1 runs, 5.00 wall hours (--budget 5)") in text
@@ -193,29 +193,29 @@ def test_a_budget_that_decides_nothing_names_the_cheapest_claim_that_would_and_i
 
 def test_claims_that_more_seeds_would_not_decide_are_not_proposed():
     planned_claims = {("04_embedding_norms", "in a plan"): "plan0"}
-    assert "two looks" in decide._why_not(candidate("in a plan", False, {}), planned_claims)
+    assert "two looks" in extension._why_not(candidate("in a plan", False, {}), planned_claims)
     out = candidate("low car", False, {}, verdict="not in the paper's regime")  # a word of the typed record
-    assert "regime" in decide._why_not(out, {})
+    assert "regime" in extension._why_not(out, {})
     # *not reproduced* is read at a design's last look only: a one-look reading of it stops nothing
-    assert decide._why_not(candidate("short", False, {}, verdict="not reproduced"), {}) == ""
+    assert extension._why_not(candidate("short", False, {}, verdict="not reproduced"), {}) == ""
     equivalence = candidate("no difference", False, {})
     equivalence.measure = "equivalence"
-    assert "no two-look design" in decide._why_not(equivalence, {})
+    assert "no two-look design" in extension._why_not(equivalence, {})
     variance = candidate("vr", False, {})  # a variance ratio has one: its effect is log R of the published ratio
     variance.measure, variance.effect = "variance_ratio", math.log(0.08)
-    assert decide._why_not(variance, {}) == ""
+    assert extension._why_not(variance, {}) == ""
     variance.effect = float("nan")  # a table rendered before its ``published`` column
-    assert decide._why_not(variance, {}) == "no published ratio to plan with"
-    assert decide._why_not(candidate("open", False, {}), {}) == ""
+    assert extension._why_not(variance, {}) == "no published ratio to plan with"
+    assert extension._why_not(candidate("open", False, {}), {}) == ""
 
 
 def test_a_variance_ratios_effect_is_log_of_the_published_ratio():
     """lib.decide plans a variance ratio at log R of the table's ``published`` value, a t-based claim at its
     effect in SDs; a table without the column plans no variance ratio."""
     row = pd.Series({"measure": "variance_ratio", "published": "0.08", "effect_sd": "–"})
-    assert decide._effect(row) == pytest.approx(math.log(0.08))
-    assert math.isnan(decide._effect(row.drop("published")))
-    assert decide._effect(pd.Series({"measure": "one_sample", "published": "60.7", "effect_sd": "1.5"})) == 1.5
+    assert extension._effect(row) == pytest.approx(math.log(0.08))
+    assert math.isnan(extension._effect(row.drop("published")))
+    assert extension._effect(pd.Series({"measure": "one_sample", "published": "60.7", "effect_sd": "1.5"})) == 1.5
 
 
 def test_decide_dry_run_on_the_shipped_tables_plans_no_claim_twice(capsys):
@@ -375,3 +375,17 @@ def test_a_new_plan_skips_the_seeds_another_plan_ran_and_holds_its_planned_seeds
     for run in part["runs"]:
         record = store.load(run["run_id"])
         assert record is None or record["written_at"] > plan["written_at"]  # a plan before its runs
+
+
+def test_the_budget_to_ask_for_is_the_smallest_whose_plan_takes_the_claim():
+    """The report's command for a claim over the budget names the budget that takes it. Central claims go first, so
+    a claim may be taken by a small budget (the dear central claim left out) and not by a larger one."""
+    hour = 3600.0 * 2
+    central = candidate("central", True, {"a": 10 * hour})
+    cheap = candidate("cheap", False, {"b": 1 * hour})
+    dear = candidate("dear", False, {"c": 3 * hour})
+    found, workers = [central, cheap, dear], {"04_embedding_norms": 2}
+    assert extension.budget_for(cheap, found, workers) == 1  # the central claim (10 h) left out, cheap taken
+    assert extension.budget_for(dear, found, workers) == 4  # cheap first, then dear: 1 + 3 hours
+    assert extension.budget_for(central, found, workers) == 10
+    assert [c.quantity for c in decide.select(found, 10, workers)[0]] == ["central"]  # at 10 h, cheap is not taken

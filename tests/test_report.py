@@ -16,7 +16,8 @@ import nbformat
 import pandas as pd
 import pytest
 
-from lib import PROJECT_ROOT, report
+from lib import PROJECT_ROOT, decide, report
+from lib.core.verdict_html import human
 from lib.report import (
     KINDS,
     README_VERDICTS_BEGIN,
@@ -28,7 +29,8 @@ from lib.report import (
     write_index,
 )
 from lib.studies import STUDIES, find_study
-from lib.studies.coverage import coverage, planned_configs
+from lib.studies.coverage import coverage
+from lib.studies.extension import BUDGET_HOURS
 
 matplotlib.use("Agg")
 
@@ -190,19 +192,71 @@ def test_a_table_written_before_the_engine_is_shown_apart_and_never_counted(resu
     assert '<span class="badge reproduced"' not in re.sub(r'<dl class="glossary">.*?</dl>', "", page, flags=re.S)
 
 
-def test_what_it_would_take_lists_each_inconclusive_claim_with_its_commands_and_their_runs(results):
-    page = write_index(results).read_text()
-    section = page[page.index('<h2 id="to-decide">'):page.index("</table>", page.index('<h2 id="to-decide">'))]
-    rows = re.findall(r"<tr><td class=\"study\" data-label=\"study\">(.*?)</tr>", section, re.S)
-    assert len(rows) == 1  # the one inconclusive claim of the shown table
-    for profile in ("cpu", "paper"):
-        planned = len(planned_configs(STUDIES["01"], profile, None, {"seeds": 12}))
-        # the command, its line breakable between its options, never inside one
-        assert re.sub(r"</?span[^>]*>", "", rows[0]).count(
-            f"<code>python -m lib.dispatch 01 --profile {profile} -p seeds 12</code>") == 1
-        assert f'<span class="flag">--profile {profile}</span> <span class="flag">-p seeds 12</span>' in rows[0]
-        # nothing is recorded in this results folder: every run of the plan is new, its time unknown
-        assert f"{planned} new runs of {planned}; time per run unknown" in rows[0]
+def _decide_printout(profile: str, capsys) -> str:
+    assert decide.main(["--profile", profile, "--budget", f"{BUDGET_HOURS:g}", "--dry-run"]) == 0
+    return capsys.readouterr().out
+
+
+def _page_rows(section: str) -> list[dict]:
+    """The rows of the page's "What it would take" table, each cell by its label, as text."""
+    rows = []
+    for row in re.findall(r'<tr><td class="study" data-label="study">.*?</tr>', section, re.S):
+        cells = dict(re.findall(r'data-label="([^"]+)">(.*?)</td>', row, re.S))
+        rows.append({label: html.unescape(re.sub(r"<[^>]+>", "", text)) for label, text in cells.items()})
+    return rows
+
+
+@pytest.mark.parametrize("profile", ["cpu", "quick"])
+def test_what_it_would_take_lists_the_claims_runs_and_hours_of_lib_decides_dry_run(profile, capsys):
+    """Issue 50 (one what next): the page's table is lib.decide's. From the shipped results, every claim the dry run
+    plans or leaves over the budget is on the page with the same new runs and wall hours, and nothing else with a
+    cost; every claim the page says no design decides is in the dry run with the same reason. (At quick the plan
+    holds several claims, so the runs and hours are compared for real; at cpu the page says why not.)"""
+    printout = _decide_printout(profile, capsys)
+    designs = {(number, human(claim), int(runs), hours) for number, claim, runs, hours in re.findall(
+        r"^\s*\d+\. (\d\d) (?:\[central\] )?(.+)\n\s+.*; (\d+) new runs, ([\d.]+) h \(total", printout, re.M)}
+    designs |= {(number, human(claim), int(runs), hours) for number, claim, runs, hours in re.findall(
+        r"^  - (\d\d) (.+?): over the budget: (\d+) runs, ([\d.]+) more hours", printout, re.M)}
+    shown = {study.name: (profile, [profile]) for study in STUDIES.values()}
+    rows = _page_rows(report.to_decide(SHIPPED, shown))
+    assert rows, "the shipped tables have undecided claims at both profiles"
+    on_page = {(r["study"][:2], r["claim"].removeprefix("[central] "), int(r["new runs"]), r["wall hours"])
+               for r in rows if r["new runs"] != "–"}
+    assert on_page == designs
+    assert (profile == "quick") == bool(designs)  # today's shipped results: a plan at quick, none at cpu
+    reasons = re.findall(r"^  - (\d\d) (.+)$", printout, re.M)
+    for row in rows:
+        if row["new runs"] == "–":
+            assert row["command"] == "–" and row["wall hours"] == "–"
+            said = [(n, line) for n, line in reasons if line.endswith(": " + row["what would decide it"])]
+            claims = {human(line[:-len(": " + row["what would decide it"])]) for _, line in said}
+            assert row["claim"].removeprefix("[central] ") in claims, row
+        else:
+            assert row["command"].startswith(f"python -m lib.decide --profile {profile} --budget ")
+    assert len({(r["study"], r["claim"]) for r in rows}) == len(rows)  # a claim once
+
+
+def test_what_next_rows_are_the_pages_rows_of_one_study():
+    """A study's own report can show what would decide its undecided rows: the same rows the page has for it."""
+    table = report.what_next_table(SHIPPED, "quick")
+    rows = report.what_next_rows(SHIPPED, "04_embedding_norms", "quick")
+    assert list(rows.columns) == ["study", "profile", "claim", "central", "verdict", "decides", "runs", "hours",
+                                  "command"]
+    assert len(rows) and set(rows.study) == {"04_embedding_norms"}
+    assert rows.claim.tolist() == table[table.study == "04_embedding_norms"].claim.tolist()
+    planned = rows[rows.command != ""]
+    assert len(planned) and (planned.runs > 0).all() and (planned.hours >= 0).all()
+    assert (rows[rows.command == ""].runs.isna()).all()
+
+
+def test_no_page_shows_a_parameter_check_as_content(tmp_path):
+    """A parameter check stops a typo; it is never the page's answer to what an experiment would take (issue 50:
+    "not a practical experiment: parameter seeds=2410 is not allowed")."""
+    page = write_index(SHIPPED, output_dir=tmp_path).read_text()
+    assert '<h2 id="to-decide">' in page
+    pages = [page] + [p.read_text() for p in tmp_path.rglob("*.html") if p.name != "index.html" or p.parent != tmp_path]
+    for text in pages:
+        assert "is not allowed" not in text and "not a practical experiment" not in text
 
 
 def test_summary_counts_equal_the_shipped_tables(tmp_path):

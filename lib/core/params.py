@@ -18,9 +18,10 @@ def fail(name: str, value: Any, allowed: str) -> None:
     raise ParameterError(f"parameter {name}={value!r} is not allowed: {allowed}")
 
 
-def _did_you_mean(value: Any, allowed: tuple) -> str:
-    """" (did you mean X?)" for a string close to one of ``allowed`` (difflib), else ""."""
-    close = difflib.get_close_matches(value, [str(a) for a in allowed], n=2) if isinstance(value, str) else []
+def _did_you_mean(value: Any, allowed: Iterable, n: int = 2) -> str:
+    """" (did you mean X?)" for a string close to one of ``allowed`` (difflib), else "": the one place a typo's
+    suggestion is worked out, for a bad value (a notebook's parameter, a command's --profile) and an unknown name."""
+    close = difflib.get_close_matches(value, [str(a) for a in allowed], n=n) if isinstance(value, str) else []
     return f" (did you mean {' or '.join(close)}?)" if close else ""
 
 
@@ -94,8 +95,5 @@ def unknown_names(kind: str, given: Iterable[str], known: Iterable[str]) -> None
     known = sorted(known)
     unknown = sorted(set(given) - set(known))
     if unknown:
-        hints = []
-        for name in unknown:
-            close = difflib.get_close_matches(name, known, n=3)
-            hints.append(f"{name} (did you mean {' or '.join(close)}?)" if close else name)
+        hints = [f"{name}{_did_you_mean(name, known, n=3)}" for name in unknown]
         raise ParameterError(f"unknown {kind} {', '.join(hints)}; known: {', '.join(known)}")
