@@ -1,4 +1,4 @@
-"""The forest plot of the claims (lib.core.forest): what it draws, where, and that its bytes do not depend on the CPU."""
+"""The forest plot of the claims (lib.core.forest): what it draws, where, and that its bytes do not depend on a CPU."""
 from __future__ import annotations
 
 import json
