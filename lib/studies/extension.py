@@ -139,8 +139,8 @@ def _why_not(c: Candidate, planned: dict) -> str:
     if c.verdict == "not measured":
         return "not measured"
     if c.verdict == OUT_OF_REGIME:
-        return (f"{OUT_OF_REGIME}: more seeds at this setting would not reach the paper's regime "
-                "(the regime search in the report)")
+        return ("out of the paper's regime, which more seeds at this setting would not reach: python -m lib.regime "
+                "looks for a setting that does (its table is in the report)")
     if c.measure not in TESTS:
         return f"its measure ({c.measure}) has no two-look design here: t-based measures and variance ratios do"
     if not c.cells:
