@@ -114,6 +114,21 @@ def test_the_readers_copies_open_with_the_findings_and_the_report_has_no_code(re
     assert all("jp-mod-noInput" in c for c in code_cells["report"]) and 'class="highlight' not in report
 
 
+PROMPT = re.compile(r"\b(In|Out)\s?\[\s*\d*\]:")  # nbconvert's prompts ("Out[15]:"); its stylesheet names "Out[]"
+
+
+def test_the_code_free_report_shows_no_prompts(tmp_path):
+    """Issue 50: an "Out[15]:" beside a result whose code is hidden says nothing to a reader. A shipped executed
+    notebook with results that carry an execution count (study 4's quick render) is rendered again in a temporary
+    folder; its report has no prompt, while the reader's copy, code included, keeps them."""
+    name = "04_embedding_norms_quick"
+    executed = tmp_path / f"{name}.ipynb"
+    shutil.copy(PROJECT_ROOT / "results" / "notebooks" / f"{name}.ipynb", executed)
+    _, full, report = render.write_renders(executed, tmp_path / f"{name}.ipynb")
+    assert PROMPT.findall(full.read_text(encoding="utf-8"))  # the test would see a prompt where there is one
+    assert PROMPT.findall(report.read_text(encoding="utf-8")) == []
+
+
 def test_no_absolute_path_of_the_machine_is_left(renders):
     for name, content in renders[0].items():
         if not name.endswith(".png"):
