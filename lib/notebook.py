@@ -273,15 +273,6 @@ VERDICT_STYLE = "".join(
        " .verdict-table tr.central { border: 2px solid #333; } }"])
 
 
-def anova_html(table: pd.DataFrame, name: str):
-    """An ANOVA table as a notebook shows it: three decimals, "–" where the residual row has no F or p, and the same
-    bytes on every render (a fixed table id ``name`` where pandas would draw a random one; an HTML object, whose
-    plain-text form carries no memory address, as a Styler's does)."""
-    from IPython.display import HTML
-
-    return HTML(table.style.format(precision=3, na_rep="–").set_uuid(name).to_html())
-
-
 def verdict_table_html(frame: pd.DataFrame, central: str | None = None) -> str:
     """A table of lib.core.verdicts (:func:`lib.core.verdicts.table`) as a reader sees it
     (:func:`lib.core.verdict_html.table_html`): the columns of :data:`lib.core.verdicts.SHOWN`, no index, each row
@@ -291,16 +282,20 @@ def verdict_table_html(frame: pd.DataFrame, central: str | None = None) -> str:
             f"{verdict_html.table_html(frame, columns, central=central)}</div>")
 
 
+MISSING = "–"  # a cell without a value, as the verdict tables write it: "NaN" means nothing to a reader
+
+
 def frame_html(frame: pd.DataFrame, central: str | None = None) -> str:
     """A table as the notebooks show it: a verdict table (:func:`verdict_table_html`, ``central`` marked) coloured by
-    verdict; any other, pandas' own HTML, without the index column where the index is only the row numbers 0..n-1
-    (a RangeIndex without a name says nothing to a reader)."""
+    verdict; any other, pandas' own HTML with its display options, without the index column where the index is only
+    the row numbers 0..n-1 (a RangeIndex without a name says nothing to a reader), and a missing value shown as
+    :data:`MISSING` (an ANOVA's residual row has no F and no p: statsmodels leaves them NaN)."""
     if {"verdict", "kind", "power"} <= set(frame.columns):
         return verdict_table_html(frame, central)
-    if isinstance(frame.index, pd.RangeIndex) and frame.index.name is None:
-        return frame.to_html(index=False, max_rows=pd.get_option("display.max_rows"),
-                             max_cols=pd.get_option("display.max_columns"), notebook=True, border=0)
-    return frame._repr_html_()
+    numbered = isinstance(frame.index, pd.RangeIndex) and frame.index.name is None
+    return frame.to_html(index=not numbered, na_rep=MISSING, max_rows=pd.get_option("display.max_rows"),
+                         max_cols=pd.get_option("display.max_columns"),
+                         show_dimensions=pd.get_option("display.show_dimensions"), notebook=True, border=0)
 
 
 def setup(module: ModuleType, namespace: dict, *, precision: int = 3) -> Setup:
