@@ -136,6 +136,10 @@ class Setup:
     to_train: list = field(default_factory=list)  # the planned configs without a finished record (all, with force)
 
     def header(self) -> str:
+        """The set-up cell's lines: the run's profile and data (:meth:`first_screen`), which results it writes and
+        where, its plan and data. A variant's line comes first: its renders are not the shipped results, and a reader
+        should know that before the profile line and the verdicts under it (the reader's copies lift the first
+        :meth:`lead_lines` lines under the title, lib.render)."""
         s = self.settings
         runs = f"{len(self.configs)} runs" + (f", {len(self.reused)} reused from the canonical results"
                                               if self.reused else "")
@@ -149,7 +153,13 @@ class Setup:
             changed = ", ".join(f"{k} = {v!r}" for k, v in self.changes.items()) or "none"
             writes = (f"**Writes variant `{self.variant}`** to {where} (overrides: {changed}); "
                       f"the shipped `{s['profile']}` results are not touched.")
-        return f"{self.first_screen()}  \n{writes}  \n**Plan**: {runs}. **Data**: {data}."
+        lines = [writes, self.first_screen()] if self.variant is not None else [self.first_screen(), writes]
+        return "  \n".join([*lines, f"**Plan**: {runs}. **Data**: {data}."])
+
+    def lead_lines(self) -> int:
+        """How many of the header's lines lead the reader's copies: the profile line, and before it a variant's
+        line with its overrides."""
+        return 2 if self.variant is not None else 1
 
     def dataset(self, config) -> dataset_facts.DatasetFacts:
         """The facts of the dataset a run config trains on (recorded with the runs, or read where a run trains)."""
@@ -333,7 +343,7 @@ def setup(module: ModuleType, namespace: dict, *, precision: int = 3) -> Setup:
                                                                  lambda frame: frame_html(frame, central))
     nb = Setup(study, settings, configs, store, variant, changes, reused, facts, checked, data_root,
                namespace.get("results_dir", "results"), to_train)
-    display(Markdown(nb.header()), metadata={HEADER: True})  # the reader's copy lifts its first line to the top
+    display(Markdown(nb.header()), metadata={HEADER: nb.lead_lines()})  # lines the reader's copy lifts to the top
     return nb
 
 

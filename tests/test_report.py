@@ -291,6 +291,36 @@ def test_variants_are_listed_on_their_own_page_and_never_change_the_shipped_one(
     assert 'href="m0-0.3_seeds-3/notebooks/01_margin_factorial_quick.html"' in page
 
 
+def test_the_variants_page_sets_each_variants_central_verdict_beside_the_shipped_one(results):
+    """Issue 50: a variant reads like a result; its row says what its central claim came to beside the shipped
+    verdict. A variant store made of the shipped quick verdict table of study 1, its central row changed as a variant
+    of other seeds might change it, beside the shipped table itself; records only, not rendered, and a rendered one."""
+    name = "01_margin_factorial_quick_paper_vs_reproduced.csv"
+    shutil.copy(SHIPPED / "tables" / name, results / "tables" / name)
+    module = find_study("01").module
+    shipped = report.headline_row(report.verdicts(results, "01_margin_factorial", "quick"), module)
+    for variant, verdict in (("seeds-9", "reproduced"), ("m0-0.3", "contradicted")):
+        root = results / "variants" / variant
+        (root / "tables").mkdir(parents=True)
+        (root / "runs" / "01_margin_factorial" / "quick").mkdir(parents=True)
+        (root / "runs" / "01_margin_factorial" / "quick" / "0123456789abcdef.json").write_text("{}")
+        table = pd.read_csv(results / "tables" / name, dtype=str)
+        table.loc[table.quantity.str.startswith(module.HEADLINE), ["verdict", "ours"]] = [verdict, f"{verdict} VR"]
+        table.to_csv(root / "tables" / name, index=False)
+    rendered = results / "variants" / "m0-0.3" / "notebooks"
+    rendered.mkdir()
+    shutil.copy(results / "notebooks" / "01_margin_factorial_quick.ipynb", rendered)
+    report.write_variants_index(results, results / "variants")
+    page = (results / "variants" / "index.html").read_text()
+    rows = dict(re.findall(r"<tr><td>([^<]+)</td><td>01_margin_factorial</td>(.*?)</tr>", page, re.S))
+    assert set(rows) == {"seeds-9", "m0-0.3"}
+    for variant, verdict in (("seeds-9", "reproduced"), ("m0-0.3", "contradicted")):
+        cells = re.findall(r"<td>(.*?)</td>", rows[variant], re.S)
+        assert f'<span class="badge {verdict}"' in cells[2] and f"ours {verdict} VR" in cells[2]
+        assert f'<span class="badge {shipped.css}"' in cells[3] and f"ours {html.escape(shipped.ours)}" in cells[3]
+    assert "lib.run_all --only 01" in rows["seeds-9"] and "01_margin_factorial_quick.ipynb" in rows["m0-0.3"]
+
+
 def test_a_smoke_run_changes_no_shipped_byte(results):
     """The smoke profile checks code paths: its render is left off the page, and git ignores every file a smoke
     run writes (records, tables, dataset facts, figure, renders), so a user's first run leaves the clone clean."""
