@@ -180,12 +180,20 @@ class Setup:
 
     def first_screen(self) -> str:
         """The line a reader meets under the title: the profile, the data this run uses (a real dataset's training
-        images: the subsets of the cpu profile say so), the model and length (:meth:`scale`) and the paper's data."""
+        images: the subsets of the cpu profile say so), the model and length (:meth:`scale`) and the paper's data.
+        The images are those the recorded runs trained on (:func:`lib.run.datasets.training_images`, as the report
+        says them: CFF's runs hold 10% of their split out); before any run of a dataset is recorded, its split's."""
         names = sorted({as_dict(c).get("dataset", "") for c in self.configs} - {""})
-        sizes = {f.name: f.train_images for f in self.datasets.values()
+        split = {f.name: f"a split of {f.train_images:,} training images" for f in self.datasets.values()
                  if f.name in names and not f.options and DATASETS[f.name].fetched}
+        waiting = {self.store.run_id(c) for c in self.to_train}
+        done = [self.store.load(run_id) for run_id in dict.fromkeys(map(self.store.run_id, self.configs))
+                if run_id not in waiting]
+        trained = datasets.training_images([record for record in done if record is not None])
+        sizes = {n: f"{', '.join(f'{k:,}' for k in trained[n])} training images" if n in trained else split[n]
+                 for n in split}
         here = ", ".join((DATASETS[n].display_name if n in DATASETS else n)
-                         + (f" ({sizes[n]:,} training images)" if n in sizes else "") for n in names) or "no dataset"
+                         + (f" ({sizes[n]})" if n in sizes else "") for n in names) or "no dataset"
         return (f"**Profile `{self.settings['profile']}`** on {here}; {self.scale()}; the paper's data: "
                 f"{self.study.module.PAPER_DATA}.")
 

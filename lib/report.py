@@ -52,6 +52,7 @@ from lib.core.params import ParameterError
 from lib.core.settings import literal
 from lib.core.verdicts import COLOURS, css_class
 from lib.render import stamp
+from lib.run import datasets
 from lib.run.files import atomic_write_text
 from lib.run.plans import load_plans
 from lib.run.results import VARIANTS_DIR, ResultsStore, variant_root
@@ -400,16 +401,12 @@ def headline(frame: pd.DataFrame, module) -> str:
 
 
 def training_images(results: Path, study: str, profile: str) -> list[int]:
-    """The training-set sizes the profile's recorded runs report (their ``train_images`` metric), distinct,
-    ascending: the data size a verdict speaks for, read from the records rather than the settings."""
-    sizes = set()
-    for path in (results / "runs" / study / profile).glob("*.json"):
-        text = path.read_text(encoding="utf-8")
-        if '"train_images"' in text:
-            value = json.loads(text).get("metrics", {}).get("train_images")
-            if isinstance(value, int):
-                sizes.add(value)
-    return sorted(sizes)
+    """The training-set sizes the profile's recorded runs report (:func:`lib.run.datasets.training_images`), over
+    every dataset, distinct, ascending: the data size a verdict speaks for, read from the records rather than the
+    settings (only records that report one are parsed)."""
+    texts = [path.read_text(encoding="utf-8") for path in sorted((results / "runs" / study / profile).glob("*.json"))]
+    records = [json.loads(text) for text in texts if '"train_images"' in text]
+    return sorted({n for sizes in datasets.training_images(records).values() for n in sizes})
 
 
 def scale(module, profile: str, images: list[int] = ()) -> str:

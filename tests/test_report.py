@@ -385,6 +385,29 @@ def test_the_readme_lists_each_central_claim_as_the_shipped_tables_say():
     assert block.count("\n- **") + block.startswith("- **") == len(STUDIES)
 
 
+@pytest.mark.parametrize("number,profile,expected", [("01", "cpu", "CIFAR-10 (9,000 training images)"),
+                                                     ("06", "cpu", "MNIST (5,000 training images)")])
+def test_a_notebooks_first_line_says_the_training_images_the_index_says(number, profile, expected):
+    """Issue 50: the notebooks said 10,000 training images (the size of the split) where the report and the README
+    said 9,000 (what CFF's runs train on, 10% held out; study 6's students train on 5,000 of MNIST's). Both now read
+    the shipped records' train_images (lib.run.datasets.training_images); a first screen set up over the shipped
+    store, nothing loaded and nothing run."""
+    from lib.notebook import Setup
+    from lib.run import datasets
+    from lib.run.results import ResultsStore
+    from lib.studies.variants import notebook_defaults, unfinished
+
+    study = STUDIES[number]
+    settings = study.module.resolve({**notebook_defaults(study), "profile": profile})
+    configs = study.module.plan(settings)
+    store = ResultsStore(SHIPPED, study.name, profile)
+    to_train = unfinished([store], configs, settings)
+    setup = Setup(study, settings, configs, store, None, datasets=datasets.recorded(store), to_train=to_train)
+    assert expected in setup.first_screen()
+    shown = report.training_images(SHIPPED, study.name, profile)
+    assert f"{shown[-1]:,} training images" in expected
+
+
 def test_the_summary_names_the_scale_each_verdict_speaks_for(results):
     """The index's first screen: under each study its profile's training images (from the records) and the settings
     its module names in SCALE, from the profile, so a verdict at our scale is never read as one about the paper's."""
