@@ -139,6 +139,10 @@ class Setup:
     to_train: list = field(default_factory=list)  # the planned configs without a finished record (all, with force)
 
     def header(self) -> str:
+        """The set-up cell's lines: the run's profile and data (:meth:`first_screen`), which results it writes and
+        where, its plan and data. A variant's line comes first: its renders are not the shipped results, and a reader
+        should know that before the profile line and the verdicts under it (the reader's copies lift the first
+        :meth:`lead_lines` lines under the title, lib.render)."""
         s = self.settings
         runs = f"{len(self.configs)} runs" + (f", {len(self.reused)} reused from the canonical results"
                                               if self.reused else "")
@@ -152,7 +156,13 @@ class Setup:
             changed = ", ".join(f"{k} = {v!r}" for k, v in self.changes.items()) or "none"
             writes = (f"**Writes variant `{self.variant}`** to {where} (overrides: {changed}); "
                       f"the shipped `{s['profile']}` results are not touched.")
-        return f"{self.first_screen()}  \n{writes}  \n**Plan**: {runs}. **Data**: {data}."
+        lines = [writes, self.first_screen()] if self.variant is not None else [self.first_screen(), writes]
+        return "  \n".join([*lines, f"**Plan**: {runs}. **Data**: {data}."])
+
+    def lead_lines(self) -> int:
+        """How many of the header's lines lead the reader's copies: the profile line, and before it a variant's
+        line with its overrides."""
+        return 2 if self.variant is not None else 1
 
     def dataset(self, config) -> dataset_facts.DatasetFacts:
         """The facts of the dataset a run config trains on (recorded with the runs, or read where a run trains)."""
@@ -173,12 +183,20 @@ class Setup:
 
     def first_screen(self) -> str:
         """The line a reader meets under the title: the profile, the data this run uses (a real dataset's training
-        images: the subsets of the cpu profile say so), the model and length (:meth:`scale`) and the paper's data."""
+        images: the subsets of the cpu profile say so), the model and length (:meth:`scale`) and the paper's data.
+        The images are those the recorded runs trained on (:func:`lib.run.datasets.training_images`, as the report
+        says them: CFF's runs hold 10% of their split out); before any run of a dataset is recorded, its split's."""
         names = sorted({as_dict(c).get("dataset", "") for c in self.configs} - {""})
-        sizes = {f.name: f.train_images for f in self.datasets.values()
+        split = {f.name: f"a split of {f.train_images:,} training images" for f in self.datasets.values()
                  if f.name in names and not f.options and DATASETS[f.name].fetched}
+        waiting = {self.store.run_id(c) for c in self.to_train}
+        done = [self.store.load(run_id) for run_id in dict.fromkeys(map(self.store.run_id, self.configs))
+                if run_id not in waiting]
+        trained = datasets.training_images([record for record in done if record is not None])
+        sizes = {n: f"{', '.join(f'{k:,}' for k in trained[n])} training images" if n in trained else split[n]
+                 for n in split}
         here = ", ".join((DATASETS[n].display_name if n in DATASETS else n)
-                         + (f" ({sizes[n]:,} training images)" if n in sizes else "") for n in names) or "no dataset"
+                         + (f" ({sizes[n]})" if n in sizes else "") for n in names) or "no dataset"
         return (f"**Profile `{self.settings['profile']}`** on {here}; {self.scale()}; the paper's data: "
                 f"{self.study.module.PAPER_DATA}.")
 
@@ -276,15 +294,6 @@ VERDICT_STYLE = "".join(
        " .verdict-table tr.central { border: 2px solid #333; } }"])
 
 
-def anova_html(table: pd.DataFrame, name: str):
-    """An ANOVA table as a notebook shows it: three decimals, "–" where the residual row has no F or p, and the same
-    bytes on every render (a fixed table id ``name`` where pandas would draw a random one; an HTML object, whose
-    plain-text form carries no memory address, as a Styler's does)."""
-    from IPython.display import HTML
-
-    return HTML(table.style.format(precision=3, na_rep="–").set_uuid(name).to_html())
-
-
 def verdict_table_html(frame: pd.DataFrame, central: str | None = None) -> str:
     """A table of lib.core.verdicts (:func:`lib.core.verdicts.table`) as a reader sees it
     (:func:`lib.core.verdict_html.table_html`): the columns of :data:`lib.core.verdicts.SHOWN`, no index, each row
@@ -309,16 +318,20 @@ def forest_html(frame: pd.DataFrame, central: str | None = None) -> str:
             '(diamond)">')
 
 
+MISSING = "–"  # a cell without a value, as the verdict tables write it: "NaN" means nothing to a reader
+
+
 def frame_html(frame: pd.DataFrame, central: str | None = None) -> str:
     """A table as the notebooks show it: a verdict table (:func:`verdict_table_html`, ``central`` marked) coloured by
-    verdict; any other, pandas' own HTML, without the index column where the index is only the row numbers 0..n-1
-    (a RangeIndex without a name says nothing to a reader)."""
+    verdict; any other, pandas' own HTML with its display options, without the index column where the index is only
+    the row numbers 0..n-1 (a RangeIndex without a name says nothing to a reader), and a missing value shown as
+    :data:`MISSING` (an ANOVA's residual row has no F and no p: statsmodels leaves them NaN)."""
     if {"verdict", "kind", "power"} <= set(frame.columns):
         return verdict_table_html(frame, central)
-    if isinstance(frame.index, pd.RangeIndex) and frame.index.name is None:
-        return frame.to_html(index=False, max_rows=pd.get_option("display.max_rows"),
-                             max_cols=pd.get_option("display.max_columns"), notebook=True, border=0)
-    return frame._repr_html_()
+    numbered = isinstance(frame.index, pd.RangeIndex) and frame.index.name is None
+    return frame.to_html(index=not numbered, na_rep=MISSING, max_rows=pd.get_option("display.max_rows"),
+                         max_cols=pd.get_option("display.max_columns"),
+                         show_dimensions=pd.get_option("display.show_dimensions"), notebook=True, border=0)
 
 
 def setup(module: ModuleType, namespace: dict, *, precision: int = 3) -> Setup:
@@ -356,7 +369,7 @@ def setup(module: ModuleType, namespace: dict, *, precision: int = 3) -> Setup:
                                                                  lambda frame: frame_html(frame, central))
     nb = Setup(study, settings, configs, store, variant, changes, reused, facts, checked, data_root,
                namespace.get("results_dir", "results"), to_train)
-    display(Markdown(nb.header()), metadata={HEADER: True})  # the reader's copy lifts its first line to the top
+    display(Markdown(nb.header()), metadata={HEADER: nb.lead_lines()})  # lines the reader's copy lifts to the top
     return nb
 
 

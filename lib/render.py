@@ -8,7 +8,8 @@
 - ``<notebook>_<profile>.ipynb``: the executed notebook in execution order, so it runs top to bottom again
   as it stands; only what changes from one execution to the next is taken out (below).
 - ``<notebook>_<profile>.html``: the reader's copy, code included, with the cells tagged ``findings`` (the
-  paper-vs-reproduced table, computed near the end) moved under the title, their text left-aligned.
+  paper-vs-reproduced table, computed near the end) moved under the title, their text left-aligned; a variant's
+  render says so first, its bold variant line and overrides above the profile line and the findings.
 - ``<notebook>_<profile>_report.html``: the same without input cells (nbconvert's ``exclude_input``).
 
 Re-rendering from unchanged records gives byte-identical files. What an execution would otherwise leave
@@ -34,7 +35,8 @@ from lib import PROJECT_ROOT
 
 FINDINGS = "findings"  # the tag of the cells moved under the title in the reader's copies
 COVERAGE = "coverage"  # the tag of the banner saying a render's tables are not today's plan (lib.coverage)
-HEADER = "lib.header"  # output metadata of the notebook set-up's header, whose first line leads the reader's copy
+HEADER = "lib.header"  # output metadata of the notebook set-up's header: how many of its lines lead the reader's copy
+# (True: one, the profile line; a variant's two: its bold line with its overrides, then that one)
 REPORT_SUFFIX = "_report"  # <notebook>_<profile>_report.html: the copy without input cells
 INJECTED_ID = "injected-parameters"  # papermill gives its injected cell a random id; the tag it has is stable
 TIMINGS = ("start_time", "end_time", "duration")  # papermill's, in the notebook's and each cell's metadata
@@ -135,18 +137,21 @@ def renumber_widgets(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 
 def first_screen(nb: nbformat.NotebookNode) -> str | None:
-    """The first line of the set-up header (an output marked :data:`HEADER`): profile, data, the paper's data."""
+    """The lines of the set-up header (an output marked :data:`HEADER`) that lead the reader's copy: as many as the
+    mark says (True: one), a variant's bold line with its overrides, then the profile, data and the paper's data."""
     for cell in nb.cells:
         for output in cell.get("outputs", []):
-            if output.get("metadata", {}).get(HEADER):
-                return output.get("data", {}).get("text/markdown", "").split("\n", 1)[0].rstrip() or None
+            lines = output.get("metadata", {}).get(HEADER)
+            if lines:
+                text = output.get("data", {}).get("text/markdown", "")
+                return "\n".join(text.split("\n")[:int(lines)]).rstrip() or None
     return None
 
 
 def findings_first(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """The reader's order: under the title (the first line of the first, markdown, cell) the run's profile and
-    data (:func:`first_screen`, then left out of the header it came from), a ``coverage`` banner (:func:`stamp`),
-    then the cells tagged ``findings``; the rest of the title cell follows."""
+    """The reader's order: under the title (the first line of the first, markdown, cell) a variant's line and the
+    run's profile and data (:func:`first_screen`, then left out of the header they came from), a ``coverage`` banner
+    (:func:`stamp`), then the cells tagged ``findings``; the rest of the title cell follows."""
     findings = [c for c in nb.cells if {FINDINGS, COVERAGE} & set(c.metadata.get("tags", []))]
     findings.sort(key=lambda c: COVERAGE not in c.metadata.get("tags", []))  # the banner before the findings
     if not findings:
@@ -160,12 +165,13 @@ def findings_first(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
         intro.insert(0, nbformat.v4.new_markdown_cell(body.strip("\n"), id=f"{title.id}-intro"))
         title = nbformat.v4.new_markdown_cell(heading, id=title.id)
     lead = [nbformat.v4.new_markdown_cell(screen, id=f"{title.id}-screen")] if screen else []
-    if screen:  # the line now leads the copy: the set-up header below goes on from its second line
+    if screen:  # the lines now lead the copy: the set-up header below goes on from the next one
         for cell in intro:
             for output in cell.get("outputs", []):
-                if output.get("metadata", {}).get(HEADER):
-                    text = output["data"]["text/markdown"]
-                    output["data"]["text/markdown"] = text.split("\n", 1)[1] if "\n" in text else ""
+                lines = int(output.get("metadata", {}).get(HEADER) or 0)
+                if lines:
+                    rest = output["data"]["text/markdown"].split("\n", lines)
+                    output["data"]["text/markdown"] = rest[lines] if len(rest) > lines else ""
     nb.cells = [title, *lead, *copy.deepcopy(findings), *intro]
     return nb
 

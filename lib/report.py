@@ -53,9 +53,10 @@ from lib.core.looks import look_progress
 from lib.core.settings import literal
 from lib.core.verdicts import CLASSES, COLOURS, DECIDED, css_class
 from lib.render import REPORT_SUFFIX, stamp
+from lib.run import datasets
 from lib.run.files import atomic_write_bytes, atomic_write_text
 from lib.run.plans import load_plans
-from lib.run.results import VARIANTS_DIR, ResultsStore
+from lib.run.results import VARIANTS_DIR, ResultsStore, variant_root
 from lib.studies import STUDIES, extension, find_study
 from lib.studies.coverage import coverage
 from lib.studies.extension import BUDGET_HOURS
@@ -191,28 +192,51 @@ def render_command(results: Path, variant: str, study: str, profile: str) -> str
     return f"python -m lib.run_all --only {study_number(study)} --profile {profile}{options} --variant {variant}"
 
 
+def central_verdict(results: Path, study: str, profile: str) -> str:
+    """The verdict of the study's central claim at ``profile`` in the results folder ``results`` (the row named by
+    its module's ``HEADLINE``, :func:`headline_row`) as a badge with our value, for the variants page to set a
+    variant's beside the shipped one; "–" where that folder has no such row."""
+    row = headline_row(verdicts(results, study, profile), study_module(study))
+    if row is None:
+        return '<span class="meta">–</span>'
+    return (f'<span class="badge {row.css}" title="{html.escape(row.verdict)}">{html.escape(row.verdict)}</span> '
+            f"ours {html.escape(row.ours)}")
+
+
 def variants_section(results: Path, page_dir: Path) -> str:
-    """The variants, apart from the studies' results: one row each, linking its render, or, for a variant whose
-    records were written by papermill into a notebook elsewhere, the command that renders it here."""
+    """The variants, apart from the studies' results: one row each, its central claim's verdict beside the shipped
+    one of the same study and profile (:func:`central_verdict`), linking its render, or, for a variant whose records
+    were written by papermill into a notebook elsewhere, the command that renders it here."""
     rows = []
     rendered = set()
     for variant, study, profile, notebook in variant_renders(results):
         rendered.add((variant, study, profile))
-        meta = provenance(notebook.parents[1], study, profile)
-        rows.append(f"<tr><td>{html.escape(variant)}</td><td>{html.escape(study)}</td><td>{profile}</td>"
-                    f"<td>{meta.get('runs', '')}</td><td>{render_link(notebook, page_dir)}</td></tr>")
+        runs = provenance(notebook.parents[1], study, profile).get("runs", "")
+        rows.append(variant_row(results, variant, study, profile, runs, render_link(notebook, page_dir)))
     for variant, study, profile, records in variant_records(results):
         if (variant, study, profile) not in rendered:
-            rows.append(f"<tr><td>{html.escape(variant)}</td><td>{html.escape(study)}</td><td>{profile}</td>"
-                        f"<td>{records}</td><td>not rendered here: <code>"
-                        f"{html.escape(render_command(results, variant, study, profile))}</code></td></tr>")
+            command = html.escape(render_command(results, variant, study, profile))
+            rows.append(variant_row(results, variant, study, profile, records,
+                                    f"not rendered here: <code>{command}</code>"))
     if not rows:
         return ""
     return ('<h2 id="variants">Variants: experiments with other parameters, not the shipped results</h2>\n'
             f'<p class="meta">Runs whose parameters differ from their profile\'s, written under '
-            f'<code>{VARIANTS_DIR}/&lt;variant&gt;/</code> (not versioned). Their verdicts are in their renders.</p>\n'
+            f'<code>{VARIANTS_DIR}/&lt;variant&gt;/</code> (not versioned). Each row sets the verdict of the study\'s '
+            "central claim in the variant beside the shipped one at the same profile; every verdict is in the "
+            "variant's render.</p>\n"
             '<div class="scroll"><table><tr><th>variant</th><th>study</th><th>profile</th><th>runs</th>'
-            "<th>render</th></tr>" + "".join(rows) + "</table></div>")
+            "<th>central claim: the variant</th><th>central claim: shipped</th><th>render</th></tr>"
+            + "".join(rows) + "</table></div>")
+
+
+def variant_row(results: Path, variant: str, study: str, profile: str, runs, render: str) -> str:
+    """One row of :func:`variants_section`: the variant, its study, profile and runs, the central claim's verdict in
+    the variant and in the shipped results, and ``render`` (a link, or the command that renders it)."""
+    ours = central_verdict(variant_root(results, variant), study, profile)
+    shipped = central_verdict(results, study, profile)
+    return (f"<tr><td>{html.escape(variant)}</td><td>{html.escape(study)}</td><td>{profile}</td><td>{runs}</td>"
+            f"<td>{ours}</td><td>{shipped}</td><td>{render}</td></tr>")
 
 
 def key_figure(notebook: Path, out: Path) -> Path | None:
@@ -383,16 +407,12 @@ def headline(frame: pd.DataFrame, module) -> str:
 
 
 def training_images(results: Path, study: str, profile: str) -> list[int]:
-    """The training-set sizes the profile's recorded runs report (their ``train_images`` metric), distinct,
-    ascending: the data size a verdict speaks for, read from the records rather than the settings."""
-    sizes = set()
-    for path in (results / "runs" / study / profile).glob("*.json"):
-        text = path.read_text(encoding="utf-8")
-        if '"train_images"' in text:
-            value = json.loads(text).get("metrics", {}).get("train_images")
-            if isinstance(value, int):
-                sizes.add(value)
-    return sorted(sizes)
+    """The training-set sizes the profile's recorded runs report (:func:`lib.run.datasets.training_images`), over
+    every dataset, distinct, ascending: the data size a verdict speaks for, read from the records rather than the
+    settings (only records that report one are parsed)."""
+    texts = [path.read_text(encoding="utf-8") for path in sorted((results / "runs" / study / profile).glob("*.json"))]
+    records = [json.loads(text) for text in texts if '"train_images"' in text]
+    return sorted({n for sizes in datasets.training_images(records).values() for n in sizes})
 
 
 def scale(module, profile: str, images: list[int] = ()) -> str:

@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -137,7 +137,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 from IPython.display import Markdown, display
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+from matplotlib.ticker import FuncFormatter, LogFormatter, LogLocator, NullFormatter
 
 from lib.core.dataset_facts import facts_for, label_of
 from lib.notebook import setup
@@ -177,6 +177,10 @@ def norm_histograms(ax, run, title, labels, *, prefix=""):
         auc = "" if label.startswith("test") else f" (AUROC {metrics[f'auroc_{prefix}{label}']:.2f})"
         ax.hist(v, bins=bins, alpha=0.5, density=True, label=label + auc)
     ax.set(xscale="log", xlabel="‖z‖ (projector output, log scale)", ylabel="density", title=title)
+    # norms within a decade get only minor ticks, labelled 1.2×10⁰ by default and overlapping: plain numbers,
+    # minor ticks labelled only where the axis spans little more than a decade
+    ax.xaxis.set_major_formatter(LogFormatter(labelOnlyBase=False))
+    ax.xaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False))
     ax.legend(fontsize="x-small")
 display(Markdown(
     f"Image runs ({', '.join(settings['methods'])}; "
@@ -408,24 +412,30 @@ else:
 # classes' (near-OOD) for the SimCLR OOD run, or the first OOD run, trained (part d).
 
 # %% tags=["key-figure"]
-fig, axes = plt.subplots(1, 3, figsize=(17, 4.3))
-axes[0].loglog(ok.rho, ok.steps, "o", label=f"ours: slope {fit['slope']:.2f}")
-axes[0].loglog(rho_line, ok.steps_over_rho2.median() * rho_line ** 2, "--", color="grey", label="predicted: slope 2")
-axes[0].set(xlabel="starting norm ρ", ylabel="steps to converge", title="(a) convergence slows as ρ²")
-radius_axis(axes[0])
-axes[0].legend()
-default_buckets = buckets[(buckets.intervention == "default") & (buckets["count"] >= MIN_BUCKET)]
-sns.lineplot(data=default_buckets, x="centre", y="accuracy", hue="method", marker="o", errorbar=None, ax=axes[1])
-axes[1].set(xlabel="min-max scaled norm (bucket)", ylabel="held-out kNN accuracy", title="(d) norm as confidence")
-shown_run = next((r for r in ood_runs if r["config"]["method"] == "simclr"), ood_runs[0] if ood_runs else None)
-if shown_run is not None:
-    init_auc = shown_run["metrics"][f"auroc_init_{near_label}"]
-    norm_histograms(axes[2], shown_run, f"(d) near-OOD ({shown_run['config']['method']}; AUROC at "
-                    f"initialisation {init_auc:.2f})", [near_label])
-fig.suptitle(f"Embedding norms — profile {settings['profile']} on {settings['dataset']}"
-             + (" (a stand-in for CIFAR)" if stand_in else ""))
-plt.tight_layout()
-plt.show()
+# The summary is read at the page's width, three panels across: seaborn's "talk" fonts (1.5 times the notebook's)
+# keep its labels legible there.
+with sns.plotting_context("talk"):
+    fig, axes = plt.subplots(1, 3, figsize=(18, 6.2))
+    axes[0].loglog(ok.rho, ok.steps, "o", label=f"ours: slope {fit['slope']:.2f}")
+    axes[0].loglog(rho_line, ok.steps_over_rho2.median() * rho_line ** 2, "--", color="grey",
+                   label="predicted: slope 2")
+    axes[0].set(xlabel="starting norm ρ", ylabel="steps to converge", title="(a) convergence slows as ρ²")
+    radius_axis(axes[0])
+    axes[0].legend()
+    default_buckets = buckets[(buckets.intervention == "default") & (buckets["count"] >= MIN_BUCKET)]
+    sns.lineplot(data=default_buckets, x="centre", y="accuracy", hue="method", marker="o", errorbar=None, ax=axes[1])
+    axes[1].set(xlabel="min-max scaled norm (bucket)", ylabel="held-out kNN accuracy", title="(d) norm as confidence")
+    shown_run = next((r for r in ood_runs if r["config"]["method"] == "simclr"), ood_runs[0] if ood_runs else None)
+    if shown_run is not None:
+        init_auc = shown_run["metrics"][f"auroc_init_{near_label}"]
+        norm_histograms(axes[2], shown_run, f"(d) near-OOD ({shown_run['config']['method']};\nAUROC at "
+                        f"initialisation {init_auc:.2f})", [near_label])
+        # the sets' names are long: under the panel, where they cover no bars
+        axes[2].legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.22))
+    fig.suptitle(f"Embedding norms — profile {settings['profile']} on {settings['dataset']}"
+                 + (" (a stand-in for CIFAR)" if stand_in else ""))
+    plt.tight_layout()
+    plt.show()
 
 # %% [markdown] tags=["findings"]
 # ## Paper against reproduced

@@ -3,6 +3,7 @@ import ast
 import hashlib
 import html
 import inspect
+import re
 import shutil
 import subprocess
 
@@ -319,9 +320,30 @@ def test_tables_indexed_by_row_number_show_no_index_column():
     frame = pd.DataFrame({"quantity": ["VR", "p"], "ours": [1.23456, 0.5]})
     with pd.option_context("display.precision", 3):
         plain, named = frame_html(frame), frame_html(frame.set_index("quantity"))
-        assert named == frame.set_index("quantity")._repr_html_()
+        assert named == frame.set_index("quantity").to_html(notebook=True, border=0)
     assert "<th>0</th>" not in plain and "<td>VR</td>" in plain and "<td>1.235</td>" in plain
     assert plain == frame.to_html(index=False, notebook=True, border=0, float_format="{:.3f}".format)
+
+
+def test_an_anova_table_shows_no_nan():
+    """Issue 50: statsmodels leaves the residual row's F and p NaN; a notebook's table (lib.notebook.frame_html, the
+    formatter every DataFrame goes through) shows them as lib.notebook.MISSING, and the effects' values as pandas'."""
+    import numpy as np
+
+    from lib.core import stats
+    from lib.notebook import MISSING, frame_html
+
+    rng = np.random.default_rng(0)
+    runs = pd.DataFrame({"top1_pct": rng.normal(50, 5, 12), "margin_mode": ["clamp", "subtract"] * 6,
+                         "stabilizer": ["detach", "detach", "none", "none", "ema", "ema"] * 2})
+    anova = stats.two_way_anova(runs, "top1_pct", "margin_mode", "stabilizer")
+    assert anova.loc["Residual", ["F", "PR(>F)"]].isna().all()  # what statsmodels gives
+    with pd.option_context("display.precision", 3):
+        page = frame_html(anova)
+    assert "nan" not in page.lower()
+    residual = re.search(r"<th>Residual</th>(.*?)</tr>", page, re.S)[1]
+    assert re.findall(r"<td>(.*?)</td>", residual)[2:] == [MISSING, MISSING]
+    assert f"<td>{anova.loc['margin_mode', 'PR(>F)']:.3f}</td>" in page
 
 
 def test_a_verdict_table_is_coloured_by_verdict_as_in_the_report():

@@ -14,8 +14,10 @@ import pytest
 import torch
 
 from lib import PROJECT_ROOT, execute, render, run_all
-from lib.run.results import variant_root
+from lib.notebook import Setup
+from lib.run.results import ResultsStore, variant_root
 from lib.studies import STUDIES, stop_gradient
+from lib.studies.variants import notebook_defaults, variant_of
 
 NOTEBOOK = "06_stop_gradient_collapse"  # its shipped quick records are in today's form and need no data
 PROFILE = "quick"
@@ -112,6 +114,48 @@ def test_the_readers_copies_open_with_the_findings_and_the_report_has_no_code(re
     assert len(code_cells["full"]) == len(code_cells["report"]) > 0
     assert not any("jp-mod-noInput" in c for c in code_cells["full"])
     assert all("jp-mod-noInput" in c for c in code_cells["report"]) and 'class="highlight' not in report
+
+
+PROMPT = re.compile(r"\b(In|Out)\s?\[\s*\d*\]:")  # nbconvert's prompts ("Out[15]:"); its stylesheet names "Out[]"
+
+
+def test_the_code_free_report_shows_no_prompts(tmp_path):
+    """Issue 50: an "Out[15]:" beside a result whose code is hidden says nothing to a reader. A shipped executed
+    notebook with results that carry an execution count (study 4's quick render) is rendered again in a temporary
+    folder; its report has no prompt, while the reader's copy, code included, keeps them."""
+    name = "04_embedding_norms_quick"
+    executed = tmp_path / f"{name}.ipynb"
+    shutil.copy(PROJECT_ROOT / "results" / "notebooks" / f"{name}.ipynb", executed)
+    _, full, report = render.write_renders(executed, tmp_path / f"{name}.ipynb")
+    assert PROMPT.findall(full.read_text(encoding="utf-8"))  # the test would see a prompt where there is one
+    assert PROMPT.findall(report.read_text(encoding="utf-8")) == []
+
+
+def test_a_variants_render_opens_with_its_variant_line_and_overrides_then_its_verdicts(tmp_path):
+    """Issue 50: a variant's render once opened like the shipped results, its "writes variant" line far below the
+    verdicts. The set-up header of a variant of study 6 (``seeds 4`` at quick, lib.notebook.Setup, nothing run) put
+    in a shipped executed notebook: its reader's copies open, under the title, with the bold variant line and its
+    overrides, then the profile line, then the verdicts; the header below goes on without them."""
+    study = next(s for s in STUDIES.values() if s.notebook == NOTEBOOK)
+    given = {**notebook_defaults(study), "profile": PROFILE, "seeds": 4}
+    settings = study.module.resolve(given)
+    variant, changes = variant_of(study, given, settings)
+    store = ResultsStore(variant_root(tmp_path, variant), study.name, PROFILE)
+    setup = Setup(study, settings, study.module.plan(settings), store, variant, changes)
+    header = setup.header()
+    assert header.startswith(f"**Writes variant `{variant}`**") and "(overrides: seeds = 4)" in header.split("\n")[0]
+    executed = tmp_path / f"{NAME}.ipynb"
+    nb = nbformat.read(PROJECT_ROOT / "results" / "notebooks" / f"{NAME}.ipynb", as_version=4)
+    output = next(o for c in nb.cells for o in c.get("outputs", []) if o.get("metadata", {}).get(render.HEADER))
+    output.data["text/markdown"] = header
+    output.metadata[render.HEADER] = setup.lead_lines()
+    nbformat.write(nb, executed)
+    _, full, report = render.write_renders(executed, executed)
+    for page in (full.read_text(encoding="utf-8"), report.read_text(encoding="utf-8")):
+        lead = page.index(f"Writes variant <code>{variant}</code>")
+        assert page.count(f"Writes variant <code>{variant}</code>") == 1
+        assert page.index("<h1") < lead < page.index("Profile <code>quick</code>") < page.index('celltag_findings"')
+        assert "Plan</strong>" in page[page.index('celltag_findings"'):]  # the rest of the header stays below
 
 
 def test_no_absolute_path_of_the_machine_is_left(renders):

@@ -345,6 +345,36 @@ def test_variants_are_listed_on_their_own_page_and_never_change_the_shipped_one(
     assert 'href="m0-0.3_seeds-3/notebooks/01_margin_factorial_quick.html"' in page
 
 
+def test_the_variants_page_sets_each_variants_central_verdict_beside_the_shipped_one(results):
+    """Issue 50: a variant reads like a result; its row says what its central claim came to beside the shipped
+    verdict. A variant store made of the shipped quick verdict table of study 1, its central row changed as a variant
+    of other seeds might change it, beside the shipped table itself; records only, not rendered, and a rendered one."""
+    name = "01_margin_factorial_quick_paper_vs_reproduced.csv"
+    shutil.copy(SHIPPED / "tables" / name, results / "tables" / name)
+    module = find_study("01").module
+    shipped = report.headline_row(report.verdicts(results, "01_margin_factorial", "quick"), module)
+    for variant, verdict in (("seeds-9", "reproduced"), ("m0-0.3", "contradicted")):
+        root = results / "variants" / variant
+        (root / "tables").mkdir(parents=True)
+        (root / "runs" / "01_margin_factorial" / "quick").mkdir(parents=True)
+        (root / "runs" / "01_margin_factorial" / "quick" / "0123456789abcdef.json").write_text("{}")
+        table = pd.read_csv(results / "tables" / name, dtype=str)
+        table.loc[table.quantity.str.startswith(module.HEADLINE), ["verdict", "ours"]] = [verdict, f"{verdict} VR"]
+        table.to_csv(root / "tables" / name, index=False)
+    rendered = results / "variants" / "m0-0.3" / "notebooks"
+    rendered.mkdir()
+    shutil.copy(results / "notebooks" / "01_margin_factorial_quick.ipynb", rendered)
+    report.write_variants_index(results, results / "variants")
+    page = (results / "variants" / "index.html").read_text()
+    rows = dict(re.findall(r"<tr><td>([^<]+)</td><td>01_margin_factorial</td>(.*?)</tr>", page, re.S))
+    assert set(rows) == {"seeds-9", "m0-0.3"}
+    for variant, verdict in (("seeds-9", "reproduced"), ("m0-0.3", "contradicted")):
+        cells = re.findall(r"<td>(.*?)</td>", rows[variant], re.S)
+        assert f'<span class="badge {verdict}"' in cells[2] and f"ours {verdict} VR" in cells[2]
+        assert f'<span class="badge {shipped.css}"' in cells[3] and f"ours {html.escape(shipped.ours)}" in cells[3]
+    assert "lib.run_all --only 01" in rows["seeds-9"] and "01_margin_factorial_quick.ipynb" in rows["m0-0.3"]
+
+
 def test_a_smoke_run_changes_no_shipped_byte(results):
     """The smoke profile checks code paths: its render is left off the page, and git ignores every file a smoke
     run writes (records, tables, dataset facts, figure, renders), so a user's first run leaves the clone clean."""
@@ -407,6 +437,29 @@ def test_the_readme_lists_each_central_claim_as_the_shipped_tables_say():
     block = readme_block(text, README_VERDICTS_BEGIN, README_VERDICTS_END)
     assert block == "\n".join(readme_verdict_lines(SHIPPED)) + "\n", "run python -m lib.report --readme"
     assert block.count("\n- **") + block.startswith("- **") == len(STUDIES)
+
+
+@pytest.mark.parametrize("number,profile,expected", [("01", "cpu", "CIFAR-10 (9,000 training images)"),
+                                                     ("06", "cpu", "MNIST (5,000 training images)")])
+def test_a_notebooks_first_line_says_the_training_images_the_index_says(number, profile, expected):
+    """Issue 50: the notebooks said 10,000 training images (the size of the split) where the report and the README
+    said 9,000 (what CFF's runs train on, 10% held out; study 6's students train on 5,000 of MNIST's). Both now read
+    the shipped records' train_images (lib.run.datasets.training_images); a first screen set up over the shipped
+    store, nothing loaded and nothing run."""
+    from lib.notebook import Setup
+    from lib.run import datasets
+    from lib.run.results import ResultsStore
+    from lib.studies.variants import notebook_defaults, unfinished
+
+    study = STUDIES[number]
+    settings = study.module.resolve({**notebook_defaults(study), "profile": profile})
+    configs = study.module.plan(settings)
+    store = ResultsStore(SHIPPED, study.name, profile)
+    to_train = unfinished([store], configs, settings)
+    setup = Setup(study, settings, configs, store, None, datasets=datasets.recorded(store), to_train=to_train)
+    assert expected in setup.first_screen()
+    shown = report.training_images(SHIPPED, study.name, profile)
+    assert f"{shown[-1]:,} training images" in expected
 
 
 def test_the_summary_names_the_scale_each_verdict_speaks_for(results):

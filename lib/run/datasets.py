@@ -66,3 +66,15 @@ def describe(store: ResultsStore, configs: list, to_train: list, data_root: str 
     if loaded:
         record(store, {label: facts[label] for label in loaded})
     return facts, loaded
+
+
+def training_images(records: list[dict]) -> dict[str, list[int]]:
+    """The training-set sizes runs report (their ``train_images`` metric), distinct and ascending, by dataset name:
+    what a run trained on, after its held-out validation part (CFF's 10%) and its subset, not the size of the split
+    it drew them from. The notebooks' first line and the report's summary both say these, so they cannot differ."""
+    sizes: dict[str, set[int]] = {}
+    for record in records:
+        value = record.get("metrics", {}).get("train_images")
+        if isinstance(value, int):
+            sizes.setdefault(record.get("dataset", ""), set()).add(value)
+    return {name: sorted(found) for name, found in sorted(sizes.items())}
