@@ -56,7 +56,7 @@ from lib.render import REPORT_SUFFIX, stamp
 from lib.run import datasets
 from lib.run.files import atomic_write_bytes, atomic_write_text
 from lib.run.plans import load_plans
-from lib.run.results import VARIANTS_DIR, ResultsStore, variant_root
+from lib.run.results import FINISHED_STATUSES, VARIANTS_DIR, ResultsStore, variant_root
 from lib.studies import STUDIES, extension, find_study
 from lib.studies.coverage import coverage
 from lib.studies.extension import BUDGET_HOURS
@@ -720,14 +720,75 @@ def cost(results: Path, shown_by_study: dict[str, tuple[str, list[str]]]) -> str
             "<th>run-hours per decided claim</th></tr>" + "".join(rows) + "</table>")
 
 
-def verdict_table(frame: pd.DataFrame | None, central: str | None = None) -> str:
-    """A study's verdict table in its section (:func:`lib.core.verdict_html.table_html`), the central claim marked."""
+def verdict_table(frame: pd.DataFrame | None, central: str | None = None,
+                  links: list[tuple[str, str] | None] | None = None) -> str:
+    """A study's verdict table in its section (:func:`lib.core.verdict_html.table_html`), the central claim marked;
+    ``links``: per row, where the run records it reads are listed (:func:`records_page`)."""
     if frame is None:
         return "<p>No paper-vs-reproduced table was written for this run.</p>"
     columns = [c for c in ("quantity", "ours", "paper", "evidence", "n", "power", "seeds_needed", "p_holm",
                            "verdict") if c in frame]
-    table = verdict_html.table_html(frame, columns, central=central, css=lambda row: row.css, table_class="verdicts")
+    table = verdict_html.table_html(frame, columns, central=central, css=lambda row: row.css, table_class="verdicts",
+                                    links=links)
     return f'<div class="scroll">{table}</div>'
+
+
+def claim_runs(results: Path, study: str, profile: str) -> list[tuple[dict, list[dict] | None]]:
+    """Each typed verdict record of the study's table with the finished run records it reads: those in one of its
+    cells (:func:`lib.studies.extension.in_cells`, as lib.decide extends them), None for a check or a claim that
+    names no cells (simulations, or a number derived from several cells)."""
+    store = ResultsStore(results, study, profile)
+    typed = store.verdict_records() or []
+    runs = [r for r in store.records() if r["status"] in FINISHED_STATUSES]
+    module = study_module(study)
+    frame = module.runs_frame(runs) if runs and module is not None else pd.DataFrame()
+    out = []
+    for record in typed:
+        cells = record.get("cells") or []
+        if record.get("kind") != "claim" or not cells or frame.empty:
+            out.append((record, None))
+            continue
+        out.append((record, [run for run, (_, row) in zip(runs, frame.iterrows()) if extension.in_cells(row, cells)]))
+    return out
+
+
+def records_page(results: Path, page_dir: Path, study: str, profile: str) -> tuple[Path, list[int | None]] | None:
+    """``<page_dir>/records/<study>_<profile>.html``: per tested claim of the study's table, the cells it reads and a
+    link to each run record in them (its config, seed, commit, machine and timings), so that a reader can go from a
+    verdict to the runs behind it. Returns the page and, per row of the table, the claim's anchor (None where the
+    claim names no cells); None where the study has no typed records."""
+    found = claim_runs(results, study, profile)
+    if not found:
+        return None
+    page = page_dir / "records" / f"{study}_{profile}.html"
+    folder = results / "runs" / study / profile
+    sections, anchors = [], []
+    for i, (record, runs) in enumerate(found):
+        if runs is None:
+            anchors.append(None)
+            continue
+        anchors.append(i)
+        cells = "; ".join(", ".join(f"{k} = {v}" for k, v in cell.items()) for cell in record["cells"])
+        links = "".join(f'<li><a href="{href(folder / (run["run_id"] + ".json"), page.parent)}">{run["run_id"]}</a> '
+                        f'<span class="meta">seed {html.escape(str(run["config"].get("seed")))}, '
+                        f'{html.escape(str((run.get("environment") or {}).get("git_commit", ""))[:10])}</span></li>'
+                        for run in runs)
+        sections.append(f'<h2 id="claim-{i}">{html.escape(verdict_html.human(record["quantity"]))}</h2>'
+                        f'<p class="meta">{html.escape(record["verdict"])} · the cells it reads: {html.escape(cells)}'
+                        f" · {len(runs)} run records</p><ul>{links}</ul>")
+    body = "".join(sections) or "<p>No tested claim of this table names cells of runs.</p>"
+    atomic_write_text(page, f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{html.escape(title(study))} · {profile}: the run records of each claim</title>
+<style>{STYLE}</style></head>
+<body><h1>{html.escape(title(study))} · {profile}: the run records of each claim</h1>
+<p class="meta">Back to <a href="{href(page_dir / "index.html", page.parent)}#{study}_{profile}">the report</a>. Each
+record is one run: its config, run id (the hash of the config), seed, metrics, git commit, package versions,
+machine and timings. Claims that read simulations or numbers derived from several cells are not listed.</p>
+{body}
+</body></html>
+""")
+    return page, anchors
 
 
 def study_files(results: Path, study: str, profile: str) -> list[tuple[Path, str]]:
@@ -771,7 +832,12 @@ def section(results: Path, page_dir: Path, study: str, profile: str, notebook: P
     if frame is not None and not engine_written(frame):
         parts.append('<p class="meta">This table was written before the verdict engine: its words are not the '
                      "grammar of the others and nothing here counts it.</p>")
-    parts.append(verdict_table(frame, module.HEADLINE if module is not None else None))
+    listed = records_page(results, page_dir, study, profile) if engine_written(frame) else None
+    links = None
+    if listed is not None and len(listed[1]) == len(frame):
+        page, anchors = listed
+        links = [(f"{href(page, page_dir)}#claim-{a}", "runs") if a is not None else None for a in anchors]
+    parts.append(verdict_table(frame, module.HEADLINE if module is not None else None, links))
     if figure is not None:
         parts.append(f'<img src="{href(figure, page_dir)}" alt="key figure of {html.escape(study)} ({profile})">')
     return "\n".join(parts)

@@ -524,3 +524,23 @@ def test_the_cost_table_counts_every_record_and_the_decided_claims_of_the_typed_
         headline = report.study_module(study).HEADLINE
         assert (central == "yes") == any(r["quantity"].startswith(headline) for r in answered)
     assert f"Central claims decided: {sum(r[-1] == 'yes' for r in rows)} of 6." in section
+
+
+def test_each_claim_row_links_the_run_records_of_its_cells(tmp_path):
+    """A claim row of the page links its entry on the study's records page; there every listed record exists, and
+    the seeds listed are at least the seeds per arm the claim's verdict counts (the cells hold the runs it read)."""
+    page = write_index(SHIPPED, tmp_path).read_text()
+    for study in ("01_margin_factorial", "04_embedding_norms"):
+        listing = tmp_path / "records" / f"{study}_cpu.html"
+        text = listing.read_text()
+        typed = json.loads((SHIPPED / "tables" / f"{study}_cpu_verdicts.json").read_text())
+        anchors = re.findall(rf'href="records/{study}_cpu\.html#claim-(\d+)">runs</a>', page)
+        assert anchors and len(set(anchors)) == len(anchors)
+        for anchor in anchors:
+            record = typed[int(anchor)]
+            entry = text[text.index(f'<h2 id="claim-{anchor}">'):]
+            entry = entry[:entry.index("</ul>")]
+            targets = [(listing.parent / link).resolve() for link in re.findall(r'<li><a href="([^"]+)"', entry)]
+            assert targets and all(t.exists() for t in targets)
+            seeds = {json.loads(t.read_text())["config"]["seed"] for t in targets}
+            assert record["cells"] and len(seeds) >= max(record["n"]), (study, record["quantity"])

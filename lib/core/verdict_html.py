@@ -48,20 +48,23 @@ def header(column: str) -> str:
 
 
 def table_html(frame: pd.DataFrame, columns: list[str], *, central: str | None = None,
-               css: Callable[[pd.Series], str] | None = None, table_class: str = "verdict-table") -> str:
+               css: Callable[[pd.Series], str] | None = None, table_class: str = "verdict-table",
+               links: list[tuple[str, str] | None] | None = None) -> str:
     """``frame``'s ``columns`` as an HTML table (no style): one ``<tr>`` per row, with the class ``css(row)``
     (default: its verdict's, :func:`lib.core.verdicts.css_class`); ``central``: the start of the central claim's
-    quantity (the study's ``HEADLINE``), whose row is marked."""
+    quantity (the study's ``HEADLINE``), whose row is marked. ``links``: per row of ``frame``, (escaped href, text) or
+    None, shown in a last column "records" (the report links each claim to the run records it reads)."""
     css = css or (lambda row: css_class(str(row["verdict"])) or "other")
-    head = "".join(f"<th>{html.escape(header(c))}</th>" for c in columns)
+    head = "".join(f"<th>{html.escape(header(c))}</th>" for c in columns) + ("<th>records</th>" if links else "")
+    width = len(columns) + bool(links)
     rows, arm, paper_above = [], None, None
-    for _, row in frame.iterrows():
+    for i, (_, row) in enumerate(frame.iterrows()):
         quantity = str(row["quantity"])
         match = ARM.match(quantity)
         if (match[1] if match else None) != arm:
             arm, paper_above = (match[1] if match else None), None
             if arm:
-                rows.append(f'<tr class="arm"><td colspan="{len(columns)}">{html.escape(arm[1:-1])}</td></tr>')
+                rows.append(f'<tr class="arm"><td colspan="{width}">{html.escape(arm[1:-1])}</td></tr>')
         is_central = central is not None and quantity.startswith(central)
         cells = []
         for c in columns:
@@ -75,5 +78,8 @@ def table_html(frame: pd.DataFrame, columns: list[str], *, central: str | None =
             else:
                 text = html.escape(text)
             cells.append(f'<td class="{c}" data-label="{html.escape(header(c))}">{text}</td>')
+        if links:
+            link = f'<a href="{links[i][0]}">{html.escape(links[i][1])}</a>' if links[i] else ""
+            cells.append(f'<td class="records" data-label="records">{link}</td>')
         rows.append(f'<tr class="{css(row)}{" central" if is_central else ""}">{"".join(cells)}</tr>')
     return (f'<table class="{table_class}"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>')

@@ -80,7 +80,8 @@ def _effect(record: dict) -> float:
     return _number(record.get("effect_sd"))
 
 
-def _matches(row: pd.Series, cells: list[dict]) -> bool:
+def in_cells(row: pd.Series, cells: list[dict]) -> bool:
+    """Whether a runs frame's ``row`` lies in one of a claim's ``cells`` (each a mapping column -> value)."""
     return any(all(str(row.get(k)) == str(v) for k, v in cell.items()) for cell in cells)
 
 
@@ -169,7 +170,7 @@ def _plan_look_two(c: Candidate, settings: dict, store, done: pd.DataFrame, typi
     for run_id, cfg in _fresh_seeds(c, settings, store, n2).items():
         c.configs[run_id] = cfg
         row = _frame(c.study, [cfg]).iloc[0]
-        same = done[[_matches(r, [{k: row[k] for k in c.cells[0] if k in row}]) for _, r in done.iterrows()]] \
+        same = done[[in_cells(r, [{k: row[k] for k in c.cells[0] if k in row}]) for _, r in done.iterrows()]] \
             if len(done) else done
         seconds = float(same.wall_s.median()) if len(same) else typical
         c.seconds[run_id] = seconds if math.isfinite(seconds) else typical
@@ -185,7 +186,7 @@ def _fresh_seeds(c: Candidate, settings: dict, store, n2: int) -> dict:
         configs = [cfg for cfg in c.study.module.plan(wider) if as_dict(cfg)["seed"] >= c.n1]
         frame = _frame(c.study, configs)
         arms = [(as_dict(cfg)["seed"], store.run_id(cfg), cfg)
-                for cfg, (_, row) in zip(configs, frame.iterrows()) if _matches(row, c.cells)]
+                for cfg, (_, row) in zip(configs, frame.iterrows()) if in_cells(row, c.cells)]
         seen = {seed for seed, run_id, _ in arms if store.load(run_id) is not None}
         fresh = sorted({seed for seed, _, _ in arms} - seen)[:n2 - c.n1]
         if len(fresh) == n2 - c.n1:
@@ -271,7 +272,7 @@ def _runs_per_seed(c: Candidate, settings: dict) -> int:
     """How many runs one seed adds to the claim's arms in its profile's plan (its cells, every config of them)."""
     configs = c.study.module.plan(settings)
     frame = _frame(c.study, configs)
-    arms = [as_dict(cfg)["seed"] for cfg, (_, row) in zip(configs, frame.iterrows()) if _matches(row, c.cells)]
+    arms = [as_dict(cfg)["seed"] for cfg, (_, row) in zip(configs, frame.iterrows()) if in_cells(row, c.cells)]
     return round(len(arms) / len(set(arms))) if arms else 0
 
 
@@ -286,7 +287,7 @@ def paper_cost(c: Candidate, settings: dict, results_dir: str | Path = "results"
     runs = c.seeds_needed * _runs_per_seed(c, settings)
     store = ResultsStore(PROJECT_ROOT / results_dir, c.study.name, "paper")
     done, typical = _median_seconds(c.study, store)
-    same = done[[_matches(row, c.cells) for _, row in done.iterrows()]] if len(done) else done
+    same = done[[in_cells(row, c.cells) for _, row in done.iterrows()]] if len(done) else done
     seconds = float(same.wall_s.median()) if len(same) else typical
     if not math.isfinite(seconds):
         return f"{runs:,} runs at the paper profile, time per run unknown (no run recorded there)"
