@@ -48,7 +48,7 @@ import pandas as pd
 
 from lib import PROJECT_ROOT
 from lib.core import verdict_html
-from lib.core.forest import forest_png
+from lib.core.forest import NARROW, forest_png
 from lib.core.looks import look_progress
 from lib.core.settings import literal
 from lib.core.verdicts import CLASSES, COLOURS, DECIDED, css_class
@@ -856,11 +856,13 @@ def forest(results: Path, page_dir: Path, shown_by_study: dict[str, tuple[str, l
             central[f"{title(study)} ({shown})"] = module.HEADLINE
     if not studies:
         return ""
-    path = page_dir / "figures" / "forest.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path, narrow = page_dir / "figures" / "forest.png", page_dir / "figures" / "forest_narrow.png"
     atomic_write_bytes(path, forest_png(studies, central))
-    return (f'<img class="forest" src="{href(path, page_dir)}" alt="every tested claim: our estimate (dot) with its '
+    atomic_write_bytes(narrow, forest_png(studies, central, NARROW))  # a phone's: each label above its row
+    return (f'<picture><source media="(max-width: 40rem)" srcset="{href(narrow, page_dir)}">'
+            f'<img class="forest" src="{href(path, page_dir)}" alt="every tested claim: our estimate (dot) with its '
             'interval at the level it is decided at (bar), coloured by verdict, against the paper\'s value (diamond)">'
+            "</picture>"
             '<p class="meta">Each row a claim the paper states: our estimate (dot) and its interval at the level the '
             "claim is decided at (bar; an arrow where it runs off the axis), the paper's value (diamond), no effect "
             "(grey). A hollow dot is a run outside the paper's regime, its label naming the condition it misses. "

@@ -119,3 +119,13 @@ def test_a_notebooks_verdict_table_opens_with_the_plot_of_its_own_records():
     assert image and shown.index("<img") < shown.index("<table")
     assert base64.b64decode(image[1]) == forest.forest_png({"": RECORDS}, {"": "VR = Var(clamp)"})
     assert "<img" not in frame_html(frame.drop(columns="record"), central="VR = Var(clamp)")
+
+
+def test_on_a_phone_each_label_sits_above_its_row_and_keeps_the_measured_condition():
+    """The narrow layout (the index's picture below 40rem) writes each claim's label inside its panel, above its
+    row, with the same claims and the value of the missed condition; no label column."""
+    ax = forest.forest_figure({"study 1": RECORDS}, {"study 1": "VR = Var(clamp)"}, forest.NARROW).axes[0]
+    labels = [text for text in ax.texts]
+    assert len(labels) == 2 and list(ax.get_yticks()) == []
+    assert "32.4 < 50" in labels[0].get_text().replace("\n", " ") and labels[0].get_fontweight() == "bold"
+    assert [label.xy[1] for label in labels] == pytest.approx([-0.12, 0.88])  # just above rows 0 and 1

@@ -22,6 +22,7 @@ from __future__ import annotations
 import io
 import math
 import textwrap
+from dataclasses import dataclass
 
 import matplotlib.style
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -31,13 +32,26 @@ from matplotlib.lines import Line2D
 from lib.core.verdict_html import human
 from lib.core.verdicts import CLASSES, COLOURS, OUT_OF_REGIME, RATIO_SCALE
 
-ROW_INCHES = 0.4  # one claim's row, room for a label of two lines
-GAP_INCHES = 0.75  # between panels: a panel's title above it, the axis of the one before
-LEGEND_INCHES = 0.45
-WIDTH_INCHES = 11.0  # 1,100 px at the DPI: the index's column is 80rem
-LABELS_INCHES = 5.0  # the labels' column, left of the panels
 DPI = 100
-LABEL_CHARS = 72  # a label's line at 8 pt fits the labels' column
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the figure is laid out for a screen: ``wide`` puts the labels in a column left of the panels (the
+    index's 80rem column, each report); ``narrow`` (a phone, 390 px) writes each label above its row."""
+    width: float  # inches; at DPI, the pixels a browser scales to its column
+    labels: float  # inches of the labels' column; 0: each label above its row
+    row: float  # inches per claim
+    label_chars: int  # a label's line
+    legend: float  # inches above the first panel for the legend
+    legend_columns: int
+    gap: float  # inches between panels: a panel's title above it, the axis of the one before
+
+
+WIDE = Layout(width=11.0, labels=5.0, row=0.4, label_chars=72, legend=0.45, legend_columns=8, gap=0.75)
+NARROW = Layout(width=4.4, labels=0.0, row=0.75, label_chars=58, legend=1.0, legend_columns=2, gap=1.3)
+
+
 # The scales a claim can be drawn on: (what the axis says, the null's value on it, drawn on a log axis).
 SCALES = {"ratio": ("ratio (log scale; 1 = no effect)", 1.0, True),
           "difference": ("difference (0 = no effect)", 0.0, False),
@@ -62,19 +76,24 @@ def missed_condition(record: dict) -> str:
     return f"{human(c['measured'])} {c['value']:.3g} {'<' if c['at_least'] else '>'} {c['bound']:g}{more}"
 
 
-def _line(text: str) -> str:
-    """``text`` cut to one label line."""
-    return text if len(text) <= LABEL_CHARS else text[:LABEL_CHARS - 1] + "…"
+def _line(text: str, chars: int) -> str:
+    """``text`` cut to one label line of ``chars`` characters."""
+    return text if len(text) <= chars else text[:chars - 1] + "…"
 
 
-def _label(record: dict) -> str:
-    """A row's label, two lines: the claim in a reader's words, and under it the condition of the paper's regime the
-    run misses, if any (else the claim's second line)."""
+def _lines(text: str, chars: int, most: int) -> list[str]:
+    """``text`` wrapped to lines of ``chars`` characters, at most ``most`` of them, the last cut short if need be."""
+    lines = textwrap.wrap(text, chars)
+    return lines[:most - 1] + [_line(" ".join(lines[most - 1:]), chars)] if len(lines) > most else lines
+
+
+def _label(record: dict, chars: int = WIDE.label_chars) -> str:
+    """A row's label: the claim in a reader's words, two lines; where the run misses a condition of the paper's
+    regime, one line of the claim and then that condition with the value we measured (two lines where needed)."""
     missed = missed_condition(record)
     if missed:
-        return _line(human(record["quantity"])) + "\n" + _line("not in regime: " + missed)
-    lines = textwrap.wrap(human(record["quantity"]), LABEL_CHARS)
-    return "\n".join(lines[:1] + [_line(" ".join(lines[1:]))] if len(lines) > 1 else lines)
+        return "\n".join(_lines(human(record["quantity"]), chars, 1) + _lines("not in regime: " + missed, chars, 2))
+    return "\n".join(_lines(human(record["quantity"]), chars, 2))
 
 
 def _drawn(record: dict) -> bool:
@@ -128,9 +147,10 @@ def _ratio_ticks(low: float, high: float) -> list[tuple[float, str]]:
     return ticks
 
 
-def _draw(ax, study: str, scale: str, rows: list[dict], undrawn: int, central: str | None) -> None:
+def _draw(ax, study: str, scale: str, rows: list[dict], undrawn: int, central: str | None, layout: Layout) -> None:
     parts = [study, SCALES[scale][0] if scale else "", f"{undrawn} not measured" if undrawn else ""]
-    ax.set_title(" · ".join(p for p in parts if p), loc="left", fontsize=10, fontweight="bold")
+    joint = " · " if layout.labels else "\n"  # a narrow panel's title takes two lines
+    ax.set_title(joint.join(p for p in parts if p), loc="left", fontsize=10, fontweight="bold")
     if not rows:
         ax.text(0.0, 0.5, "no claim has an estimate at this profile", transform=ax.transAxes, va="center",
                 fontsize=9, color="#555")
@@ -139,7 +159,7 @@ def _draw(ax, study: str, scale: str, rows: list[dict], undrawn: int, central: s
     _, null, log = SCALES[scale]
     low, high = _limits(rows, null, log)
     ax.set_xlim(low, high)
-    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_ylim(len(rows) - 0.5, -0.5 if layout.labels else -0.95)  # room for the first row's label above it
     if null is not None:
         ax.axvline(_position(null, log), color="#888", linestyle="--", linewidth=1)
     for y, r in enumerate(rows):
@@ -157,11 +177,18 @@ def _draw(ax, study: str, scale: str, rows: list[dict], undrawn: int, central: s
         if r.get("published") is not None and (not log or r["published"] > 0):
             ax.plot([_position(r["published"], log)], [y], marker="D", markersize=6, color="black",
                     markerfacecolor="none", linestyle="none")
-    ax.set_yticks(range(len(rows)))
-    ax.set_yticklabels([_label(r) for r in rows], fontsize=8)
-    for tick, r in zip(ax.get_yticklabels(), rows):
-        if central and r["quantity"].startswith(central):
-            tick.set_fontweight("bold")
+    labels = [_label(r, layout.label_chars) for r in rows]
+    bold = [bool(central) and r["quantity"].startswith(central) for r in rows]
+    if layout.labels:
+        ax.set_yticks(range(len(rows)))
+        ax.set_yticklabels(labels, fontsize=8)
+        for tick, strong in zip(ax.get_yticklabels(), bold):
+            tick.set_fontweight("bold" if strong else "normal")
+    else:  # above each row, from the panel's left edge: the whole width is the axis
+        ax.set_yticks([])
+        for y, (label, strong) in enumerate(zip(labels, bold)):
+            ax.annotate(label, (0.01, y - 0.12), xycoords=("axes fraction", "data"), va="bottom", fontsize=7.5,
+                        fontweight="bold" if strong else "normal", color="#333")
     if log:
         ticks = _ratio_ticks(low, high)
         ax.set_xticks([t for t, _ in ticks])
@@ -171,33 +198,35 @@ def _draw(ax, study: str, scale: str, rows: list[dict], undrawn: int, central: s
     ax.set_axisbelow(True)
 
 
-def forest_figure(studies: dict[str, list[dict]], central: dict[str, str] | None = None) -> Figure:
+def forest_figure(studies: dict[str, list[dict]], central: dict[str, str] | None = None,
+                  layout: Layout = WIDE) -> Figure:
     """The forest plot of ``studies`` (a title -> its typed verdict records), one panel per study and scale
     (:func:`panels`); ``central`` maps a title to its central claim's quantity (a prefix), whose label is bold."""
     found = panels(studies)
-    heights = [max(len(rows), 1) * ROW_INCHES for _, _, rows, _ in found]
-    total = sum(heights) + len(found) * GAP_INCHES + LEGEND_INCHES
-    figure = Figure(figsize=(WIDTH_INCHES, total), dpi=DPI)
+    heights = [max(len(rows), 1) * layout.row for _, _, rows, _ in found]
+    total = sum(heights) + len(found) * layout.gap + layout.legend
+    figure = Figure(figsize=(layout.width, total), dpi=DPI)
     FigureCanvasAgg(figure)
-    # hspace is a fraction of the mean panel's height: the gap between panels is GAP_INCHES whatever their sizes
-    grid = figure.add_gridspec(len(found), 1, height_ratios=heights, left=LABELS_INCHES / WIDTH_INCHES, right=0.98,
-                               top=1 - (LEGEND_INCHES + GAP_INCHES * 0.5) / total, bottom=GAP_INCHES * 0.5 / total,
-                               hspace=GAP_INCHES / (sum(heights) / len(found)))
+    # hspace is a fraction of the mean panel's height: the gap between panels is layout.gap whatever their sizes
+    grid = figure.add_gridspec(len(found), 1, height_ratios=heights, left=max(layout.labels, 0.15) / layout.width,
+                               right=1 - 0.2 / layout.width, top=1 - (layout.legend + layout.gap * 0.5) / total,
+                               bottom=layout.gap * 0.5 / total, hspace=layout.gap / (sum(heights) / len(found)))
     for i, (study, scale, rows, undrawn) in enumerate(found):
-        _draw(figure.add_subplot(grid[i]), study, scale, rows, undrawn, (central or {}).get(study))
+        _draw(figure.add_subplot(grid[i]), study, scale, rows, undrawn, (central or {}).get(study), layout)
     shown = list(dict.fromkeys(CLASSES.get(r["verdict"], "inconclusive") for _, _, rows, _ in found for r in rows))
     names = {css: word for word, css in CLASSES.items()}
     handles = [Line2D([], [], color=COLOURS[css], marker="o", linewidth=3, label=names[css]) for css in shown]
     handles.append(Line2D([], [], color="black", marker="D", markerfacecolor="none", linestyle="none",
                           label="the paper's value"))
-    figure.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.01, 1.0), ncol=len(handles), fontsize=8,
-                  frameon=False, handlelength=1.8)
+    figure.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.01, 1.0), ncol=layout.legend_columns,
+                  fontsize=8, frameon=False, handlelength=1.8)
     return figure
 
 
-def forest_png(studies: dict[str, list[dict]], central: dict[str, str] | None = None) -> bytes:
+def forest_png(studies: dict[str, list[dict]], central: dict[str, str] | None = None,
+               layout: Layout = WIDE) -> bytes:
     """:func:`forest_figure` as PNG bytes, the same on every x86-64 CPU (no software version in the file)."""
     buffer = io.BytesIO()
     with matplotlib.style.context("default"):  # matplotlib's own style, whatever theme the caller has set
-        forest_figure(studies, central).savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
+        forest_figure(studies, central, layout).savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
     return buffer.getvalue()
