@@ -72,8 +72,8 @@ def describe(chosen: list[Candidate], left: dict, found: list[Candidate], budget
         left_out = (f"; {len(c.excluded)} run(s) of seeds recorded already (another plan's) skipped"
                     if c.excluded else "")
         lines.append(f"{i:>3}. {c.study.number} {'[central] ' if c.central else ''}{c.quantity}\n"
-                     f"       {c.design.n1} → {c.design.n2} seeds per arm; look 1 p < {c.design.level1:.2g}, "
-                     f"look 2 p < {c.design.level2:.2g} (α = {c.alpha:.2g}); planned power {c.power:.0%}; "
+                     f"       {c.design.n1} → {c.design.n2} seeds per arm; look 1 {c.design.rule(1)}, "
+                     f"look 2 {c.design.rule(2)} (α = {c.alpha:.2g}); planned power {c.power:.0%}; "
                      f"{len(new)} new runs, {hours:.2f} h (total {spent:.2f} h){left_out}")
     if not chosen:
         lines.append("    " + what_would_decide(found, budget_hours, workers))

@@ -225,3 +225,12 @@ def test_the_simulated_rule_is_the_engines_rule_at_look_two():
             assert (engine == "not reproduced") == simulated, (test, engine)
             agreed[test][simulated] += 1
     assert all(both[1] > 5 for both in agreed.values()), agreed  # the rule was met often enough to be compared
+
+
+def test_a_look_whose_spent_alpha_underflows_says_no_p_decides_there():
+    """3 -> 58 seeds at α 0.0042: O'Brien–Fleming spends nothing representable at look 1 (the cpu dry-run printed
+    "look 1 p < 0"); the rule says so, and look 2 keeps a real boundary."""
+    design = sequential.boundaries(3, 58, 0.0042)
+    assert design.level1 == 0.0 and design.rule(1) == "no p decides (no α spent)"
+    assert design.rule(2) == f"p < {design.level2:.2g}" and 0 < design.level2 < 0.0042
+    assert "p < 0," not in design.text(1) and design.rule(1) in design.text(1)

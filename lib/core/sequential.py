@@ -63,10 +63,15 @@ class Boundaries:
     def t(self) -> float:
         return self.n1 / self.n2
 
-    def text(self, look: int) -> str:
+    def rule(self, look: int) -> str:
+        """What decides at ``look``: "p < level", or that no p can where O'Brien–Fleming's share underflows (a look 1
+        far smaller than look 2)."""
         level = self.level1 if look == 1 else self.level2
-        rule = f"p < {level:.2g}" if level > 0 else "no p decides (no α spent)"  # O'Brien–Fleming's share underflows
-        return f"look {look} of 2 ({self.n1} → {self.n2} seeds per arm): {rule}, {SPENDING} at α = {self.alpha:.2g}"
+        return f"p < {level:.2g}" if level > 0 else "no p decides (no α spent)"
+
+    def text(self, look: int) -> str:
+        return (f"look {look} of 2 ({self.n1} → {self.n2} seeds per arm): {self.rule(look)}, {SPENDING} at "
+                f"α = {self.alpha:.2g}")
 
     def as_dict(self) -> dict:
         return {"n1": self.n1, "n2": self.n2, "alpha": self.alpha, "level1": self.level1, "level2": self.level2,

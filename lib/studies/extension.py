@@ -328,8 +328,8 @@ def what_next(found: list[Candidate], budget_hours: float, workers: dict[str, in
             decides = c.why_not
         else:
             runs, hours = costs[c.key]
-            design = (f"{c.design.n1} → {c.design.n2} seeds per arm, two looks (look 1 p < {c.design.level1:.2g}, "
-                      f"look 2 p < {c.design.level2:.2g}, α = {c.alpha:.2g}); planned power {c.power:.0%}")
+            design = (f"{c.design.n1} → {c.design.n2} seeds per arm, two looks (look 1 {c.design.rule(1)}, "
+                      f"look 2 {c.design.rule(2)}, α = {c.alpha:.2g}); planned power {c.power:.0%}")
             budget = budget_hours if c.key in taken else budget_for(c, found, workers)
             decides = design if c.key in taken else f"{design}; {left[c.key]}"
             command = f"python -m lib.decide --profile {c.profile} --budget {budget:g}"
