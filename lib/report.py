@@ -715,9 +715,10 @@ def cost(results: Path, shown_by_study: dict[str, tuple[str, list[str]]]) -> str
         return ""
     return ('<h2 id="cost">What the verdicts cost</h2><p class="meta">Run-hours are the wall time of every recorded '
             "run, one at a time (two run side by side on two cores), its extension plans and regime searches "
-            f"included. Central claims decided: {decided_central} of {len(rows)}.</p><table><tr><th>study</th>"
+            f"included. Central claims decided: {decided_central} of {len(rows)}.</p><div class=\"scroll\"><table><tr>"
+            "<th>study</th>"
             "<th>runs</th><th>run-hours</th><th>tested claims decided</th><th>central claim decided</th>"
-            "<th>run-hours per decided claim</th></tr>" + "".join(rows) + "</table>")
+            "<th>run-hours per decided claim</th></tr>" + "".join(rows) + "</table></div>")
 
 
 def verdict_table(frame: pd.DataFrame | None, central: str | None = None,

@@ -148,12 +148,15 @@ def _ratio_ticks(low: float, high: float) -> list[tuple[float, str]]:
 
 
 def _draw(ax, study: str, scale: str, rows: list[dict], undrawn: int, central: str | None, layout: Layout) -> None:
-    parts = [study, SCALES[scale][0] if scale else "", f"{undrawn} not measured" if undrawn else ""]
     joint = " · " if layout.labels else "\n"  # a narrow panel's title takes two lines
-    ax.set_title(joint.join(p for p in parts if p), loc="left", fontsize=10, fontweight="bold")
+    ax.set_title(joint.join(p for p in (study, SCALES[scale][0] if scale else "") if p), loc="left", fontsize=10,
+                 fontweight="bold")
+    if undrawn:  # under the axis, where a long title has no room for it
+        ax.set_xlabel(f"and {undrawn} claim{'s' if undrawn > 1 else ''} not measured here (no estimate)", loc="left",
+                      fontsize=8, color="#555")
     if not rows:
-        ax.text(0.0, 0.5, "no claim has an estimate at this profile", transform=ax.transAxes, va="center",
-                fontsize=9, color="#555")
+        ax.text(0.0, 0.5, f"none of its {undrawn} claims has an estimate at this profile (not measured)",
+                transform=ax.transAxes, va="center", fontsize=9, color="#555")
         ax.set_axis_off()
         return
     _, null, log = SCALES[scale]
