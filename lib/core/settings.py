@@ -66,6 +66,15 @@ def setting(default: Any, help: str, check: Check | None = None, *, note: str = 
     return Setting(default, help, check, note, fill)
 
 
+def operating_points_setting(points: dict) -> Any:
+    """A study's ``operating_points`` parameter (issue 49): the names of its ``points``, the settings of its profile
+    at which a claim's stated condition holds, read beside the shipped setting; an empty list runs none."""
+    def check(name: str, value, s: dict) -> list:
+        return [] if value == [] else params.choices(name, value, list(points))
+    return setting(None, "operating points read beside the shipped setting: " + " | ".join(points) + " ([] for none)",
+                   check)
+
+
 def _annotation_text(annotation: Any) -> str:
     """An annotation as the cell writes it: as written (a string, under postponed annotations), else its name."""
     if isinstance(annotation, str):

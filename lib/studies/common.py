@@ -107,15 +107,6 @@ class CFFSettings(settings.ParallelRuns):
                           settings.device())
 
 
-def operating_points_setting(points: dict) -> Any:
-    """A study's ``operating_points`` parameter (issue 49): the names of its ``points``, the settings of its profile
-    at which a claim's stated condition holds, read beside the shipped setting; an empty list runs none."""
-    def check(name: str, value, s: dict) -> list:
-        return [] if value == [] else params.choices(name, value, list(points))
-    return setting(None, "operating points read beside the shipped setting: " + " | ".join(points) + " ([] for none)",
-                   check)
-
-
 def margin_modes_with_both_arms(name: str, value, s: dict) -> list[str]:
     """The margin modes of studies 2 and 3: at least clamp and subtract, the variance ratio's two arms."""
     modes = params.choices(name, value, MARGIN_MODES)

@@ -122,7 +122,7 @@ class Settings(common.CFFSettings):
     stabilizer: Optional[str] = setting(None, "logit stabiliser of every run (CFFConfig: {default} [code])",
                                         note="One logit stabiliser is enough: it is gradient-neutral.")
     train_subset: Optional[int] = setting(None, "use this many training images per dataset (0: all)")
-    operating_points: Optional[list] = common.operating_points_setting(OPERATING_POINTS)
+    operating_points: Optional[list] = settings.operating_points_setting(OPERATING_POINTS)
 
 
 def resolve(p: dict) -> dict:

@@ -146,7 +146,7 @@ class Settings(common.CFFSettings):
     trajectory_seeds: Optional[int] = setting(None, "seeds per arm of the layer-0-alone trajectory runs (0 skips "
                                                     "them)", settings.seed_count(0))
     trajectory_epochs: Optional[int] = setting(None, "epochs of the layer-0-alone trajectory runs", settings.integer(1))
-    operating_points: Optional[list] = common.operating_points_setting(OPERATING_POINTS)
+    operating_points: Optional[list] = settings.operating_points_setting(OPERATING_POINTS)
 
 
 def resolve(p: dict) -> dict:
