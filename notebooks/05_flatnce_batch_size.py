@@ -82,6 +82,7 @@ projector_bn: Optional[bool] = None  # BatchNorm in the projector's hidden layer
 temperature: Optional[float] = None  # softmax temperature of both losses (SSLConfig: 0.1) [code]
 train_subset: Optional[int] = None  # use this many training images (0: all)
 probe_steps: Optional[int] = None  # L-BFGS iterations of the linear probe [ours]
+operating_points: Optional[list] = None  # operating points read beside the shipped setting: small-batch ([] for none)
 workers: Optional[int] = None  # runs in parallel processes; the cores are divided among them
 device: str = "auto"  # auto | cpu | cuda: on a GPU the runs go one at a time
 data_root: Optional[str] = None  # folder of <name>.npz arrays; None: $DATA_ROOT, then torchvision's cache
@@ -153,8 +154,11 @@ display(as_html(flat_fidelity_table(configs, settings, datasets=nb.datasets)))
 # `python -m lib.dispatch 05 --profile <profile>` (`--backend slurm`, see the README): this cell then only collects.
 
 # %%
-records, runs = nb.run(study.runs_frame, show=["lr_rule", "loss", "batch_size", "seed"])
+records, runs = nb.run(study.runs_frame, show=["lr_rule", "loss", "batch_size", "operating_point", "seed"])
 curves = study.curves_frame(records)
+# An operating point's runs (settings["operating_points"]) are read in the verdicts, beside the rows at the shipped
+# batch sizes; the tables and figures by batch size below show the profile's own settings.
+runs, curves = study.at_shipped_setting(runs), study.at_shipped_setting(curves)
 
 # %% [markdown]
 # ## Accuracy per learning-rate rule, batch size and loss

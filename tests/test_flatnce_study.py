@@ -1,6 +1,7 @@
 """Study 5 (FlatNCE against InfoNCE across batch sizes): the plan, the analysis and the verdicts."""
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -59,7 +60,9 @@ def test_each_arm_runs_its_rate_by_hand():
 
 @pytest.mark.parametrize("profile,rules,batches,runs", [("smoke", ["linear"], [16, 32], 8),
                                                         ("quick", ["linear", "sqrt"], [16, 64, 256], 24),
-                                                        ("cpu", ["linear", "sqrt"], [32, 128, 512], 24),
+                                                        # 2 rules x 3 batch sizes x 2 losses x 2 seeds, then the
+                                                        # small-batch point: 2 rules x 2 losses x 3 seeds
+                                                        ("cpu", ["linear", "sqrt"], [32, 128, 512], 24 + 12),
                                                         ("paper", ["linear"], None, None)])
 def test_profiles_run_flats_arm_first_and_the_sqrt_arm_where_the_budget_allows(profile, rules, batches, runs):
     s = study.resolve({**PARAMETERS, "profile": profile})
@@ -164,7 +167,8 @@ def test_a_run_that_is_not_ok_is_left_out_of_the_analysis():
     ({16: 6.0, 64: 3.0}, "reproduced", "reproduced"),  # 4.5 points on average, 3 more at the small batch
     ({16: -6.0, 64: -3.0}, "contradicted", "contradicted")])
 def test_verdicts_follow_the_measured_differences(effects, central, small):
-    s = study.resolve({**PARAMETERS, "batch_sizes": [16, 64], "dataset": "cifar10", "profile": "cpu"})
+    s = study.resolve({**PARAMETERS, "batch_sizes": [16, 64], "dataset": "cifar10", "profile": "cpu",
+                       "operating_points": []})
     out = study.analyze(fake_runs(effects), s)
     table = study.paper_vs_reproduced(out, s, study.gradient_identity_error())
     first = table.iloc[0]
@@ -177,7 +181,7 @@ def test_a_profile_of_two_seeds_reads_no_claim_however_large_the_difference():
     """Issue 49: no claim is read on 2 seeds an arm. A 6-point gain on 2 seeds is *not measured*, saying why (and
     what reads it), not an inconclusive row; the same gain on 3 seeds is read, and reproduced."""
     s = study.resolve({**PARAMETERS, "batch_sizes": [16, 64], "dataset": "cifar10", "profile": "cpu",
-                       "lr_rules": ["linear"]})
+                       "lr_rules": ["linear"], "operating_points": []})
     claims = {}
     for seeds in (2, 3):
         table = study.paper_vs_reproduced(study.analyze(fake_runs({16: 6.0, 64: 6.0}, seeds=seeds), s), s, 0.0)
@@ -342,7 +346,7 @@ def test_the_figures_intervals_are_the_verdicts_at_their_level_and_absent_below_
     from scipy import stats as st
 
     s = study.resolve({**PARAMETERS, "batch_sizes": [16, 64, 256], "dataset": "cifar10", "profile": "cpu",
-                       "lr_rules": ["linear"]})
+                       "lr_rules": ["linear"], "operating_points": []})
     runs = fake_runs({16: 3.0, 64: 1.0, 256: 0.5}, seeds=4, noise=1.0)
     runs = runs[(runs.batch_size < 256) | (runs.seed < 2)].reset_index(drop=True)
     table = study.paper_vs_reproduced(study.analyze(runs, s), s, 0.0)
@@ -379,3 +383,27 @@ def test_the_figures_intervals_are_the_verdicts_at_their_level_and_absent_below_
         assert "97.5% interval (the verdict's level)" in legend and "2 seeds per arm" in legend
     finally:
         plt.close(fig)
+
+
+def test_the_small_batch_point_is_read_apart_paired_by_seed_beside_the_shipped_rows():
+    """Issue 49: the cpu profile's operating point (the regime search's closest setting, B = 16) is not a cell of the
+    tables by batch size; its central claim is FlatNCE - InfoNCE paired by seed on its own 3 seeds (the mean of the
+    per-seed differences, computed here by hand), named as the central claim at that point, with the factor its
+    InfoNCE runs reached as a check beside it; a batch size the grid holds cannot be a point."""
+    s = study.resolve({**PARAMETERS, "profile": "cpu", "dataset": "cifar10", "lr_rules": ["linear"]})
+    assert s["operating_points"] == ["small-batch"] and 16 not in s["batch_sizes"]
+    shipped = fake_runs({32: 0.0, 128: 0.0}, seeds=2).assign(operating_point="")
+    point = fake_runs({16: 3.0}, seeds=3, noise=1.0).assign(operating_point="small-batch")
+    out = study.analyze(pd.concat([shipped, point], ignore_index=True), s)
+    assert set(out["cells"].batch_size) == {32, 128} and len(out["points"]["small-batch"]) == 6
+    table = study.paper_vs_reproduced(out, s, 0.0)
+    row = table[table.quantity.str.startswith("[small-batch: batch size 16, epochs 6] ")].iloc[0]
+    assert row.quantity.split("] ", 1)[1].startswith(study.HEADLINE) and row.n == "3 vs 3"
+    by_seed = point.pivot(index="seed", columns="loss", values="probe_top1")
+    estimate = float(json.loads(row.record)["estimate"])
+    assert estimate == pytest.approx(100 * (by_seed.flatnce - by_seed.infonce).mean(), rel=1e-9)
+    check = table[table.quantity.str.contains("small-batch") & (table.kind == "check")].iloc[0]
+    factors = -np.expm1(-point[point.loss == "infonce"].info_nce_final)
+    assert check.ours.startswith(f"{factors.mean():.3f} over 3 seeds")
+    with pytest.raises(ParameterError, match="operating_points"):
+        study.resolve({**PARAMETERS, "profile": "cpu", "batch_sizes": [16, 64]})
