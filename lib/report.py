@@ -536,15 +536,33 @@ def _what_next_row(row: pd.Series, shown: str) -> str:
             f'<td data-label="command">{command}</td></tr>')
 
 
-def to_decide(results: Path, shown_by_study: dict[str, tuple[str, list[str]]]) -> str:
+def open_claims(table: pd.DataFrame | None, study: str, profile: str) -> str:
+    """Under a study's verdict table: what would decide each of its inconclusive and out-of-regime claims, from
+    ``lib.decide``'s dry run (``table``: :func:`what_next_table` at ``profile``), with the command and its cost where
+    a two-look design does and why not where none does; "" where it has none open."""
+    rows = table[table.study == study] if table is not None and len(table) else pd.DataFrame()
+    if rows.empty:
+        return ""
+    items = []
+    for _, row in rows.iterrows():
+        claim = f"{'[central] ' if row.central else ''}{verdict_html.human(row.claim)}"
+        cost = "" if pd.isna(row.runs) else f" ({int(row.runs)} new runs, {row.hours:.2f} wall hours)"
+        command = f": <code>{command_html(html.escape(row.command))}</code>" if row.command else ""
+        items.append(f"<li><b>{html.escape(claim)}</b> — {html.escape(row.decides)}{cost}{command}</li>")
+    return (f'<p class="meta">What would decide its open claims, as <code>{DECIDE_COMMAND.format(profile=profile)}'
+            f"</code> weighs them:</p><ul class=\"meta\">{''.join(items)}</ul>")
+
+
+def to_decide(results: Path, shown_by_study: dict[str, tuple[str, list[str]]],
+              tables: dict[str, pd.DataFrame] | None = None) -> str:
     """The page's "What it would take": for the studies of the summary, at the profile it shows, what
     ``lib.decide``'s dry run at the README's budget says (:func:`what_next_table`): each claim a two-look design can
     decide with its design, new runs, wall hours and command, and each inconclusive or out-of-regime claim no such
-    design decides, with why, said plainly."""
+    design decides, with why, said plainly. ``tables``: :func:`what_next_table` per profile, where the page has it."""
     rows = []
     profiles = sorted({shown for shown, _ in shown_by_study.values()}, key=PROFILE_ORDER.index)
     for profile in profiles:
-        table = what_next_table(results, profile)
+        table = tables[profile] if tables and profile in tables else what_next_table(results, profile)
         studies = [study for study, (shown, _) in shown_by_study.items() if shown == profile]
         for _, row in table[table.study.isin(studies)].iterrows():
             rows.append(_what_next_row(row, profile))
@@ -803,7 +821,8 @@ def study_files(results: Path, study: str, profile: str) -> list[tuple[Path, str
     return [(path, text) for path, text in files if path.exists()]
 
 
-def section(results: Path, page_dir: Path, study: str, profile: str, notebook: Path) -> str:
+def section(results: Path, page_dir: Path, study: str, profile: str, notebook: Path,
+            what_next: pd.DataFrame | None = None) -> str:
     figure = key_figure(notebook, page_dir / "figures" / f"{study}_{profile}.png")
     meta = provenance(results, study, profile)
     frame = verdicts(results, study, profile)
@@ -839,6 +858,7 @@ def section(results: Path, page_dir: Path, study: str, profile: str, notebook: P
         page, anchors = listed
         links = [(f"{href(page, page_dir)}#claim-{a}", "runs") if a is not None else None for a in anchors]
     parts.append(verdict_table(frame, module.HEADLINE if module is not None else None, links))
+    parts.append(open_claims(what_next, study, profile))
     if figure is not None:
         parts.append(f'<img src="{href(figure, page_dir)}" alt="key figure of {html.escape(study)} ({profile})">')
     return "\n".join(parts)
@@ -939,7 +959,10 @@ def write_index(results_dir: str | Path = "results", output_dir: str | Path | No
         stamp_renders(results)
     found = rendered_notebooks(results)
     shown = shown_profiles(results, found)
-    body = "\n".join(section(results, page_dir, s, p, nb) for s, p, nb in found) or "<p>No rendered notebooks yet.</p>"
+    # lib.decide's dry run once per profile: the page's "What it would take" and each section's open claims read it
+    tables = {p: what_next_table(results, p) for p in dict.fromkeys(p for _, p, _ in found) if p in SHIPPED_PROFILES}
+    body = "\n".join(section(results, page_dir, s, p, nb, tables.get(p)) for s, p, nb in found)
+    body = body or "<p>No rendered notebooks yet.</p>"
     write_variants_index(results, page_dir / VARIANTS_DIR)
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
@@ -954,7 +977,7 @@ section. A verdict speaks for the scale named under each study (data, model, epo
 paper's. Your own variants (runs with other parameters) are never listed here: <code>{VARIANTS_DIR}/index.html</code>
 beside this page lists them, unversioned.</p>
 {summary(results, shown) if found else ""}
-{to_decide(results, shown) if found else ""}
+{to_decide(results, shown, tables) if found else ""}
 {ledger(results)}
 {regime_search(results)}
 {cost(results, shown) if found else ""}

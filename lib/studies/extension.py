@@ -124,7 +124,7 @@ def candidates(studies: list[Study], profile: str, *, results_dir: str = "result
                 _number(record["level"]), min(record["n"], default=0), _effect(record), record["cells"],
                 record["seeds_parameters"], record["quantity"].startswith(study.module.HEADLINE),
                 plan_key=record["plan_key"], seeds_needed=record.get("seeds_needed"), profile=profile)
-            candidate.why_not = _why_not(candidate, planned)
+            candidate.why_not = _why_not(candidate, planned, settings.get("operating_points") or [])
             if not candidate.why_not:
                 measured = measured or _median_seconds(study, store)
                 _plan_look_two(candidate, settings, store, *measured)
@@ -134,11 +134,16 @@ def candidates(studies: list[Study], profile: str, *, results_dir: str = "result
     return found
 
 
-def _why_not(c: Candidate, planned: dict) -> str:
+def _why_not(c: Candidate, planned: dict, points: list[str] = ()) -> str:
+    """Why no two-look design is proposed for ``c``; "" where one can be. ``points``: the profile's operating points
+    (issue 49), where a claim out of the paper's regime at the shipped setting is read again."""
     if c.key in planned:
         return f"{IN_PLAN} {planned[c.key]}: a claim has two looks, no more"
     if c.verdict == "not measured":
         return "not measured"
+    if c.verdict == OUT_OF_REGIME and points and not c.quantity.startswith(tuple(f"[{p}:" for p in points)):
+        return (f"out of the paper's regime at the shipped setting, which more seeds would not reach: read again at "
+                f"the profile's operating point ({', '.join(points)}: its rows in the table)")
     if c.verdict == OUT_OF_REGIME:
         return ("out of the paper's regime, which more seeds at this setting would not reach: python -m lib.regime "
                 "looks for a setting that does (its table is in the report)")
