@@ -33,7 +33,7 @@ from lib import PROJECT_ROOT, explore
 from lib.core import dataset_facts, looks, verdict_html, verdicts
 from lib.core.config import as_dict
 from lib.core.data import DATASETS, get_dataset
-from lib.core.forest import forest_png
+from lib.core.forest import forest_png, panels
 from lib.core.progress import INJECTED_CELL
 from lib.render import HEADER
 from lib.run import datasets, plans
@@ -306,12 +306,12 @@ def verdict_table_html(frame: pd.DataFrame, central: str | None = None) -> str:
 def forest_html(frame: pd.DataFrame, central: str | None = None) -> str:
     """The forest plot of a verdict table's claims (:func:`lib.core.forest.forest_png`) as an inline image, so that
     the findings cell, moved under the title of a render, opens with every claim's interval against the paper's
-    value; "" for a table without typed records (one written before the verdict engine)."""
+    value; "" for a table without typed records (one written before the verdict engine) or without an estimate."""
     if "record" not in frame:
         return ""
     records = [json.loads(text) for text in frame["record"]]
-    if not any(r.get("kind") == "claim" for r in records):
-        return ""
+    if not any(rows for _, _, rows, _ in panels({"": records})):
+        return ""  # no claim has an estimate: the table says why each is not measured
     png = base64.b64encode(forest_png({"": records}, {"": central} if central else None)).decode("ascii")
     return (f'<img src="data:image/png;base64,{png}" style="max-width: 100%" '
             'alt="every claim: our estimate with its interval (dot and bar, coloured by verdict), the paper\'s value '

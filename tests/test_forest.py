@@ -129,3 +129,17 @@ def test_on_a_phone_each_label_sits_above_its_row_and_keeps_the_measured_conditi
     assert len(labels) == 2 and list(ax.get_yticks()) == []
     assert "32.4 < 50" in labels[0].get_text().replace("\n", " ") and labels[0].get_fontweight() == "bold"
     assert [label.xy[1] for label in labels] == pytest.approx([-0.12, 0.88])  # just above rows 0 and 1
+
+
+def test_a_table_whose_claims_have_no_estimate_opens_without_a_plot():
+    """Study 5 at quick reads no claim (2 seeds an arm): its findings open with the table, not an empty figure."""
+    import pandas as pd
+
+    from lib.notebook import frame_html
+
+    unmeasured = [RECORDS[3], RECORDS[4]]  # a claim not measured and a check
+    frame = pd.DataFrame({"quantity": [r["quantity"] for r in unmeasured],
+                          "verdict": [r["verdict"] for r in unmeasured], "kind": [r["kind"] for r in unmeasured],
+                          "power": ["–"] * 2,
+                          "record": [json.dumps(r) for r in unmeasured]})
+    assert "<img" not in frame_html(frame) and "<table" in frame_html(frame)
