@@ -13,7 +13,9 @@ machine's speed drifts); the library's batched augmentation against torchvision'
 pipeline; the data share of a step; the linear probe's share of a `cpu`-profile run; seeds run
 in parallel processes against one at a time; page faults per re-allocation of a 64 MiB block with
 glibc's malloc settings and with ``keep_freed_memory``; and, last, the SimCLR training step of studies 4-5
-(ResNet-18 with the CIFAR stem, batch 256, two views) at widths 1, 0.5 and 0.25. With
+(ResNet-18 with the CIFAR stem, batch 256, two views) at widths 1, 0.5 and 0.25. After the CFF step rows, the
+same step with each layer compiled (``torch.compile``) against eager, in turns: 0.97x on 2026-12-07 (AMD EPYC,
+AVX-512, beside two training processes), so training stays eager. With
 ``--notebooks PROFILE`` it instead executes every notebook at that profile (into a temporary
 folder) and prints its wall time against the profile's budget (README, Profiles).
 
@@ -131,6 +133,27 @@ def cff_step_rate(ds, batch: int, *, repeat: int, chunk_tokens: int = CHUNK_TOKE
     data_s = timed(views, repeat=max(3, repeat))
     return dict(batch=batch, images_per_s=batch / step_s, gflop_per_image=flops_per_image / 1e9,
                 gflops=flops_per_image * batch / step_s / 1e9, data_share=data_s / step_s)
+
+
+def compiled_step_ratio(ds, batch: int, *, repeat: int) -> dict:
+    """The CFF step with each layer compiled (``torch.compile``, inductor) against the same step eager, two models of
+    the same seed measured in turns so that a busy machine slows both alike (issue 49, item 5: a run made cheaper
+    without changing what it computes). Compilation's one-off seconds are reported apart."""
+    eager, _, _ = training_step(CFFConfig(**PAPER_CFF), ds, batch)
+    compiled, _, _ = training_step(CFFConfig(**PAPER_CFF), ds, batch)
+    model = next(c.cell_contents for c in compiled.__closure__ if isinstance(c.cell_contents, torch.nn.Module))
+    for i, layer in enumerate(model.layers):
+        model.layers[i] = torch.compile(layer)
+    start = time.perf_counter()
+    compiled()
+    compile_s = time.perf_counter() - start
+    eager()
+    eager_s, compiled_s = [], []
+    for _ in range(max(3, repeat)):
+        eager_s.append(timed(eager, repeat=1, warmup=0))
+        compiled_s.append(timed(compiled, repeat=1, warmup=0))
+    return dict(batch=batch, eager_s=float(np.median(eager_s)), compiled_s=float(np.median(compiled_s)),
+                compile_s=compile_s, speedup=float(np.median(eager_s) / np.median(compiled_s)))
 
 
 def augmentation_rates(x_uint8: torch.Tensor, *, batches: int, batch: int = 512) -> dict:
@@ -449,6 +472,11 @@ def main(argv: list[str] | None = None) -> int:
           f"{whole['gflops'] / whole['matmul_gflops']:.0%} of matmul; chunks of {CHUNK_TOKENS} tokens are "
           f"{step_rows[0]['images_per_s'] / whole['images_per_s']:.2f}x faster", flush=True)
 
+    compiled = compiled_step_ratio(ds, 128, repeat=repeat)
+    print(f"CFF step (batch 128) with each layer compiled (torch.compile): {compiled['speedup']:.2f}x eager "
+          f"({compiled['compiled_s']:.2f} s against {compiled['eager_s']:.2f} s a step, medians of turns; compiling "
+          f"took {compiled['compile_s']:.0f} s once)", flush=True)
+
     aug = augmentation_rates(ds.x_train, batches=4 if args.quick else 16)
     for name, rate in aug.items():
         print(f"augmentation, two views, {name}: {rate:.0f} images/s "
@@ -482,6 +510,7 @@ def main(argv: list[str] | None = None) -> int:
         cff_step_fraction_of_matmul=step_rows[0]["gflops"] / step_rows[0]["matmul_gflops"],
         aug_speedup_vs_pil=aug["library"] / aug["pil_0_workers"],
         data_share_of_step=step_rows[0]["data_share"],
+        compiled_cff_step_speedup=compiled["speedup"],
         probe_share_of_run=probe["probe_share"],
         parallel_seed_scaling=seeds["speedup"] / seeds["workers"],
         page_faults_per_reallocation_kept=faults["kept"],
