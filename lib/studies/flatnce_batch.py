@@ -644,9 +644,9 @@ def point_factor_check(name: str, runs: pd.DataFrame) -> verdicts.Assessment:
     regime that reading stands."""
     info = runs[runs.loss == "infonce"]
     factor = float(-np.expm1(-info.info_nce_final).mean())
-    where = ("within the paper's small-batch regime" if factor <= FACTOR_THRESHOLD else
-             "above it: the losses still take nearly the same steps; the closest affordable setting of the regime "
-             "search (python -m lib.regime --study 05, its table in the report)")
+    where = (f"at most {FACTOR_THRESHOLD}: the paper's small-batch regime" if factor <= FACTOR_THRESHOLD else
+             f"above {FACTOR_THRESHOLD}, so the losses still take nearly the same steps; the closest affordable "
+             "setting of the regime search (python -m lib.regime --study 05, its table in the report)")
     return verdicts.check(name + "InfoNCE's gradient factor 1 - e^(-InfoNCE) at the end of training (InfoNCE runs)",
                           f"{factor:.3f} over {len(info)} seeds: {where}", f"at most {FACTOR_THRESHOLD} [ours]")
 
