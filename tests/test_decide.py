@@ -10,6 +10,7 @@ import scipy.stats as st
 
 from lib import PROJECT_ROOT, decide, report
 from lib.core import looks, sequential, verdicts
+from lib.core.config import as_dict
 from lib.core.sequential import Look
 from lib.run import plans
 from lib.run.plans import load_plans
@@ -389,3 +390,19 @@ def test_the_budget_to_ask_for_is_the_smallest_whose_plan_takes_the_claim():
     assert extension.budget_for(dear, found, workers) == 4  # cheap first, then dear: 1 + 3 hours
     assert extension.budget_for(central, found, workers) == 10
     assert [c.quantity for c in decide.select(found, 10, workers)[0]] == ["central"]  # at 10 h, cheap is not taken
+
+
+def test_a_claim_whose_cells_do_not_grow_with_its_seeds_says_why_instead_of_planning_forever(monkeypatch):
+    """Study 5's small-batch point runs max(seeds, 3) seeds, so widening ``seeds`` widens its claim and lib.decide
+    plans it (3 -> n₂ seeds per arm, every new run in the point's cells). A plan whose cells ignored the parameter
+    (here: the point held at 3 seeds) once made the search for fresh seeds loop forever; it now says why."""
+    module = find_study("05").module
+    found = {c.quantity: c for c in extension.candidates([find_study("05")], "cpu")}
+    point = next(c for q, c in found.items() if q.startswith("[small-batch:") and "FLAT's rule" in q)
+    assert not point.why_not and point.design.n2 > point.n1 == 3
+    assert all(module.operating_point_of(as_dict(cfg)) == "small-batch" and cfg.batch_size == 16
+               for cfg in point.configs.values())
+    planned = module.plan
+    monkeypatch.setattr(module, "plan", lambda s: planned({**s, "seeds": 2}))
+    held = next(c for c in extension.candidates([find_study("05")], "cpu") if c.quantity == point.quantity)
+    assert held.why_not.startswith("its runs do not grow with seeds")

@@ -172,7 +172,12 @@ def _plan_look_two(c: Candidate, settings: dict, store, done: pd.DataFrame, typi
     if c.p < c.design.level1 and c.verdict != "inconclusive":
         c.why_not = f"decided at look 1 under the design: p {c.p:.2g} < {c.design.level1:.2g}"
         return
-    for run_id, cfg in _fresh_seeds(c, settings, store, n2).items():
+    fresh = _fresh_seeds(c, settings, store, n2)
+    if fresh is None:
+        c.why_not = (f"its runs do not grow with {', '.join(c.seeds_parameters)}: the study's plan gives its cells no "
+                     f"seeds beyond {c.n1}")
+        return
+    for run_id, cfg in fresh.items():
         c.configs[run_id] = cfg
         row = _frame(c.study, [cfg]).iloc[0]
         same = done[[in_cells(r, [{k: row[k] for k in c.cells[0] if k in row}]) for _, r in done.iterrows()]] \
@@ -181,12 +186,13 @@ def _plan_look_two(c: Candidate, settings: dict, store, done: pd.DataFrame, typi
         c.seconds[run_id] = seconds if math.isfinite(seconds) else typical
 
 
-def _fresh_seeds(c: Candidate, settings: dict, store, n2: int) -> dict:
+def _fresh_seeds(c: Candidate, settings: dict, store, n2: int) -> dict | None:
     """The runs of the claim's arms for n₂ - n₁ seeds from n₁ on, none of which has a record yet: a seed any of whose
     runs was recorded before the plan (another plan's) was seen already, so it is skipped in every arm (a paired
-    design keeps its pairs) and named in ``c.excluded``; the next seed takes its place, so that look 2 holds n₂."""
+    design keeps its pairs) and named in ``c.excluded``; the next seed takes its place, so that look 2 holds n₂.
+    None where widening the claim's seeds parameters adds no run to its cells (a plan whose cells ignore them)."""
     extra = 0
-    while True:
+    while extra <= sequential.MAX_SEEDS:
         wider = {**settings, **{name: n2 + extra for name in c.seeds_parameters}}
         configs = [cfg for cfg in c.study.module.plan(wider) if as_dict(cfg)["seed"] >= c.n1]
         frame = _frame(c.study, configs)
@@ -198,6 +204,7 @@ def _fresh_seeds(c: Candidate, settings: dict, store, n2: int) -> dict:
             c.excluded = {run_id for seed, run_id, _ in arms if seed in seen and seed < max(fresh)}
             return {run_id: cfg for seed, run_id, cfg in arms if seed in fresh}
         extra += n2 - c.n1 - len(fresh)
+    return None
 
 
 def workers_of(study: Study, profile: str) -> int:

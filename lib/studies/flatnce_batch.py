@@ -114,7 +114,7 @@ PROFILES = {
 # profile's length (epochs) it was searched at, so that no run of another profile (the paper profile runs B = 16 at
 # 100 epochs) is taken for one of its runs.
 OPERATING_POINTS = {"small-batch": {"batch_size": 16, "epochs": 6}}
-POINT_SEEDS = verdicts.MIN_SEEDS  # look 1; lib.decide extends a claim that stays inconclusive
+POINT_SEEDS = verdicts.MIN_SEEDS  # at least, at look 1: a profile of 2 seeds reads no claim (issue 49)
 
 
 def _batch_sizes(name: str, sizes, s: dict) -> list[int]:
@@ -168,7 +168,8 @@ def resolve(p: dict) -> dict:
 def plan(s: dict) -> list[SSLConfig]:
     """The run configs: batch sizes (smallest, the slowest per image, first) x learning-rate rules x losses
     x seeds. A rule sets the config's ``lr_scaling`` and its base ``lr`` (:data:`LR_RULES`). Then each operating
-    point of the profile: rules x losses x :data:`POINT_SEEDS` seeds with the point's changes."""
+    point of the profile: rules x losses x ``seeds`` seeds, at least :data:`POINT_SEEDS`, with the point's changes
+    (so that lib.decide, widening ``seeds``, widens a point's claim too)."""
     for point in s["operating_points"]:  # its runs must not be runs of the shipped grid, or they would be read twice
         if OPERATING_POINTS[point]["batch_size"] in s["batch_sizes"]:
             params.fail("operating_points", s["operating_points"],
@@ -180,7 +181,7 @@ def plan(s: dict) -> list[SSLConfig]:
     points = [Settings.run_config(s, lr=LR_RULES[rule], lr_scaling=rule, loss=loss, seed=seed,
                                   **OPERATING_POINTS[point])
               for point in s["operating_points"] for rule in s["lr_rules"] for loss in s["losses"]
-              for seed in range(POINT_SEEDS)]
+              for seed in range(max(s["seeds"], POINT_SEEDS))]
     return shipped + points
 
 
@@ -631,8 +632,8 @@ def paper_vs_reproduced(out: dict, s: dict, identity_error: float, looks: dict |
     # the p, and a row of such claims reads as a result. The row says why; the paper profile (3 seeds) reads it.
     tested = [replace(verdicts.evaluate(a.claim), n=a.n, notes={
         "why": f"{min(a.n)} seeds per arm at this profile, fewer than {verdicts.MIN_SEEDS}: not read here (the paper "
-               f"profile runs {PROFILES['paper']['seeds']}; at cpu, python -m lib.regime --study 05 looks for the "
-               "setting where the losses differ first)"})
+               f"profile runs {PROFILES['paper']['seeds']}; the cpu profile reads the central claim again at its "
+               f"operating point, on {POINT_SEEDS} seeds per arm)"})
         if a.measured and min(a.n) < verdicts.MIN_SEEDS else a for a in tested]
     return verdicts.table(verdicts.decide(tested, looks) + [identity] + checks)
 
