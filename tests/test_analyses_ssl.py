@@ -61,7 +61,8 @@ def planted_flatnce_runs(probe_gain: dict, knn_gain: dict | None = None, grad_sc
 
 def flat_settings(batches=BATCHES, dataset="cifar10", rules=("linear",)):
     return flat_study.resolve({"profile": "cpu", "losses": ["infonce", "flatnce"], "batch_sizes": list(batches),
-                               "dataset": dataset, "temperature": 0.1, "device": "cpu", "lr_rules": list(rules)})
+                               "dataset": dataset, "temperature": 0.1, "device": "cpu", "lr_rules": list(rules),
+                               "operating_points": []})  # the cpu point runs B = 16, which these grids hold
 
 
 FLAT_ARM = f"[{flat_study.ARM_LABELS['linear']}] "  # the start of every measured quantity of FLAT's arm

@@ -1,5 +1,5 @@
 """lib.studies.coverage and lib.coverage: how much of a profile's plan is recorded, and whether its shipped tables
-are today's, from a planted store (study 5's cpu plan: 24 runs) — counts, the banner's words, the report, the
+are today's, from a planted store (study 5's cpu plan: 36 runs) — counts, the banner's words, the report, the
 stamped render — and the README's list against the shipped records."""
 import json
 import shutil
@@ -26,7 +26,7 @@ def planted(tmp_path, *, recorded: int, superseded: int, tabled: str):
     older setting (a BatchNorm projector), and a run table of the ``tabled`` ones ("old", "new" or "none")."""
     store = ResultsStore(tmp_path, STUDY.name, "cpu")
     plan = [as_dict(c) for c in planned_configs(STUDY, "cpu")]
-    assert len({store.run_id(c) for c in plan}) == 24
+    assert len({store.run_id(c) for c in plan}) == 36
     new = plan[:recorded]
     old = [dict(c, projector_bn=True) for c in plan[:superseded]]
     for config in new + old:
@@ -42,21 +42,21 @@ def planted(tmp_path, *, recorded: int, superseded: int, tabled: str):
 
 
 def test_a_partial_store_is_counted_and_its_banner_names_progress_commit_and_change(tmp_path):
-    c = coverage(STUDY, "cpu", planted(tmp_path, recorded=7, superseded=20, tabled="old"))
-    assert (c.planned, c.recorded, c.tabled, c.tabled_in_plan) == (24, 7, 20, 0)
+    c = coverage(STUDY, "cpu", planted(tmp_path, recorded=7, superseded=36, tabled="old"))
+    assert (c.planned, c.recorded, c.tabled, c.tabled_in_plan) == (36, 7, 36, 0)
     assert not c.complete and not c.current
-    assert c.table_commits == [("abcdef1234", 20)]
+    assert c.table_commits == [("abcdef1234", 36)]
     assert c.changes == ["projector_bn True → False"]  # the only setting the planted old runs differ in
-    assert c.banner() == ("cpu re-run in progress: 7 of 24 runs at today's settings; its shipped tables come from "
-                          "superseded settings (commit abcdef1234 (20 runs)): projector_bn True → False.")
-    assert c.short() == "cpu re-run: 7 of 24 runs at today's settings; tables from superseded settings"
+    assert c.banner() == ("cpu re-run in progress: 7 of 36 runs at today's settings; its shipped tables come from "
+                          "superseded settings (commit abcdef1234 (36 runs)): projector_bn True → False.")
+    assert c.short() == "cpu re-run: 7 of 36 runs at today's settings; tables from superseded settings"
 
 
 @pytest.mark.parametrize("recorded, tabled, banner", [
-    (24, "old", "cpu re-run recorded (24 of 24 runs at today's settings), not yet rendered; its shipped tables "
+    (36, "old", "cpu re-run recorded (36 of 36 runs at today's settings), not yet rendered; its shipped tables "
                 "come from superseded settings"),
-    (24, "new", None),
-    (3, "none", "cpu re-run in progress: 3 of 24 runs at today's settings; no cpu tables shipped yet."),
+    (36, "new", None),
+    (3, "none", "cpu re-run in progress: 3 of 36 runs at today's settings; no cpu tables shipped yet."),
 ])
 def test_the_banner_follows_the_records_and_the_table(tmp_path, recorded, tabled, banner):
     c = coverage(STUDY, "cpu", planted(tmp_path, recorded=recorded, superseded=5, tabled=tabled))
@@ -78,15 +78,15 @@ def test_the_report_and_the_render_carry_the_banner_and_a_page_elsewhere_changes
     before = {p: p.read_bytes() for p in results.rglob("*") if p.is_file()}
     page = write_index(results, output_dir=tmp_path / "page").read_text()
     assert {p: p.read_bytes() for p in results.rglob("*") if p.is_file()} == before  # the page went elsewhere
-    assert "<b>cpu re-run in progress: 7 of 24 runs at today&#x27;s settings</b>" in page
-    assert "cpu re-run: 7 of 24 runs at today&#x27;s settings; tables from superseded settings" in page
+    assert "<b>cpu re-run in progress: 7 of 36 runs at today&#x27;s settings</b>" in page
+    assert "cpu re-run: 7 of 36 runs at today&#x27;s settings; tables from superseded settings" in page
     assert "this table has no headline row" in page  # the table lacks the headline: no badge from its other row
     # written into the results folder: the render gets its banner, under the title, before everything else
     write_index(results)
     cells = nbformat.read(render, as_version=4).cells
-    assert COVERAGE in cells[1].metadata["tags"] and "7 of 24 runs" in cells[1].source
+    assert COVERAGE in cells[1].metadata["tags"] and "7 of 36 runs" in cells[1].source
     reader = (results / "notebooks" / f"{STUDY.name}_cpu.html").read_text()
-    assert reader.index("Study 5") < reader.index("7 of 24 runs") < reader.index("intro")
+    assert reader.index("Study 5") < reader.index("7 of 36 runs") < reader.index("intro")
     assert (results / "notebooks" / f"{STUDY.name}_cpu_report.html").exists()
     assert stamp_renders(results) == []  # the banners are right: nothing changes
     # a render of the runs recorded so far, then every run recorded, then a render of them all: the banner goes
@@ -103,12 +103,12 @@ def test_the_report_and_the_render_carry_the_banner_and_a_page_elsewhere_changes
 
     table(plan[:7])
     assert render in stamp_renders(results)
-    assert banner() == ("> **cpu re-run in progress: 7 of 24 runs at today's settings; its shipped tables hold 7 of "
+    assert banner() == ("> **cpu re-run in progress: 7 of 36 runs at today's settings; its shipped tables hold 7 of "
                         "them.**")
     for config in plan:
         store.write(config, seed=config["seed"], dataset=config["dataset"], status="ok", metrics={}, timings={})
     stamp_renders(results)
-    assert banner().startswith("> **cpu re-run recorded (24 of 24 runs at today's settings), not yet rendered")
+    assert banner().startswith("> **cpu re-run recorded (36 of 36 runs at today's settings), not yet rendered")
     table(plan)
     assert render in stamp_renders(results) and banner() is None
 

@@ -137,7 +137,7 @@ def test_the_factor_per_batch_is_the_seed_mean_of_one_minus_e_to_the_minus_final
     planted = {("infonce", 16): [0.5, 1.5], ("infonce", 64): [3.0, 3.2], ("flatnce", 16): [0.7, 0.9],
                ("flatnce", 64): [2.0, 4.0]}
     s = study.resolve({"profile": "cpu", "losses": ["infonce", "flatnce"], "batch_sizes": [16, 64],
-                       "lr_rules": ["linear"], "temperature": 0.1, "device": "cpu"})
+                       "lr_rules": ["linear"], "temperature": 0.1, "device": "cpu", "operating_points": []})
     out = study.analyze(_runs(planted), s)
     table = study.factor_by_batch(out).set_index("batch_size")
     assert set(table.lr_rule) == {"linear"}
@@ -189,7 +189,9 @@ def test_every_row_is_tagged_names_a_flatclr_file_and_every_difference_says_why(
     assert (table.loc[list(RECIPE_ROWS), "note"] == "matches").all(), table.loc[list(RECIPE_ROWS), ["ours", "original"]]
     assert table.loc["warm-up", "note"] == "matches"  # 0.6 of 6 epochs: FLAT's 10%
     assert table.loc["epochs", "note"] == f"[ours]: {PROFILE_REASONS['cpu']}"
-    assert table.loc["learning rate per batch size (linear arm)", "ours"] == "32: 0.0375, 128: 0.15, 512: 0.6"
+    # the small-batch operating point's B = 16 first, then the grid
+    rates = table.loc["learning rate per batch size (linear arm)", "ours"]
+    assert rates == "16: 0.01875, 32: 0.0375, 128: 0.15, 512: 0.6"
     # the sqrt arm: ours, with the reason and SimCLR's published base beside it
     assert table.loc["learning-rate rule (sqrt arm)", "ours"] == "0.6 × √B"
     assert table.loc["learning rate per batch size (sqrt arm)", "ours"] == (
@@ -208,7 +210,8 @@ def test_a_rate_off_the_arms_and_the_batchnorm_projector_show_as_differences_rea
     assert table.loc["learning-rate rule (linear arm)", "ours"] == "0.5 × B / 256"
     assert table.loc["learning-rate rule (linear arm)", "note"] == (
         "[ours]: lr = 0.5, lr_scaling = 'linear' set for this run")
-    assert table.loc["learning rate per batch size (linear arm)", "ours"].startswith(f"32: {0.5 * 32 / 256:.4g}, ")
+    rates = table.loc["learning rate per batch size (linear arm)", "ours"]
+    assert rates.startswith(f"16: {0.5 * 16 / 256:.4g}, 32: {0.5 * 32 / 256:.4g}, ")  # the point's B = 16 first
     assert table.loc["projector", "ours"] == "Linear(128→128) → BatchNorm → ReLU → Linear(128→128)"
     assert table.loc["projector", "note"].startswith("[ours]: projector_bn=True")
 
