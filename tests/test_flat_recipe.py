@@ -195,7 +195,8 @@ def test_every_row_is_tagged_names_a_flatclr_file_and_every_difference_says_why(
     # the sqrt arm: ours, with the reason and SimCLR's published base beside it
     assert table.loc["learning-rate rule (sqrt arm)", "ours"] == "0.6 × √B"
     assert table.loc["learning rate per batch size (sqrt arm)", "ours"] == (
-        f"32: {0.6 * math.sqrt(32):.4g}, 128: {0.6 * math.sqrt(128):.4g}, 512: {0.6 * math.sqrt(512):.4g}")
+        f"16: {0.6 * math.sqrt(16):.4g}, 32: {0.6 * math.sqrt(32):.4g}, 128: {0.6 * math.sqrt(128):.4g}, "
+        f"512: {0.6 * math.sqrt(512):.4g}")  # the small-batch point's B = 16 first
     for setting in ("learning-rate rule (sqrt arm)", "learning rate per batch size (sqrt arm)"):
         note = table.loc[setting, "note"]
         assert note.startswith("[ours]: the study's second arm") and "0.075" in note and "45-48%" in note
