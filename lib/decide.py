@@ -88,14 +88,17 @@ def describe(chosen: list[Candidate], left: dict, found: list[Candidate], budget
     return "\n".join(lines)
 
 
-def pending(profile: str, results_dir: str, data_root: str | None) -> list[Plan]:
-    """The runs of recorded plans that have no finished record, one ``lib.dispatch`` plan per study."""
+def pending(profile: str, results_dir: str, data_root: str | None, only: list[str] | None = None) -> list[Plan]:
+    """The runs of recorded plans that have no finished record, one ``lib.dispatch`` plan per study (of the
+    ``only`` studies, by number, when given: so that a central claim's plan can run before an older plan's rest)."""
     results = PROJECT_ROOT / results_dir
     plans = load_plans(results, profile)
     out = []
     for plan in plans:
         for name in plan["order"]:
             study = find_study(name)
+            if only is not None and study.number not in only:
+                continue
             settings, _ = resolve_command(study, profile=profile, parameters={}, data_root=data_root,
                                           results_dir=results_dir)
             store, _ = open_store(study, settings, [], results_dir, None)
@@ -109,7 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--profile", default="cpu", type=profile_option, metavar=PROFILE_METAVAR)
     parser.add_argument("--budget", type=float, default=BUDGET_HOURS, help="wall hours the new plan may take")
-    parser.add_argument("--only", nargs="*", help="study numbers or notebook names (default: every study)")
+    parser.add_argument("--only", nargs="*",
+                        help="study numbers or notebook names, for the new plan and the recorded plans' runs "
+                             "(default: every study)")
     parser.add_argument("--data-root", help="folder of <name>.npz arrays (else $DATA_ROOT, then torchvision's cache)")
     parser.add_argument("--results-dir", default="results", help="relative to the project root")
     add_backend_arguments(parser)
@@ -128,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.dry_run and chosen:
         plan = write_plan(PROJECT_ROOT / args.results_dir, args.profile, design_of(chosen, args.budget, workers))
         print(f"recorded plan {plan['plan_id']}", flush=True)
-    queue = pending(args.profile, args.results_dir, data_root)
+    queue = pending(args.profile, args.results_dir, data_root, only)
     for item in queue:
         print(f"{item.study.notebook} [{args.profile}] plan {item.extra['plan']}: {len(item.missing)} runs to run",
               flush=True)

@@ -406,3 +406,18 @@ def test_a_claim_whose_cells_do_not_grow_with_its_seeds_says_why_instead_of_plan
     monkeypatch.setattr(module, "plan", lambda s: planned({**s, "seeds": 2}))
     held = next(c for c in extension.candidates([find_study("05")], "cpu") if c.quantity == point.quantity)
     assert held.why_not.startswith("its runs do not grow with seeds")
+
+
+def test_only_keeps_the_recorded_plans_runs_of_the_named_studies_in_the_queue():
+    """``--only`` narrows the queue as it narrows the new plan: the runs every recorded plan still misses are
+    the union of each study's, and a study left out contributes none."""
+    everything = decide.pending("cpu", "results", None)
+    if not everything:
+        pytest.skip("every recorded cpu plan has all its runs; nothing queued to narrow")
+    studies = sorted({item.study.number for item in everything})
+    for number in studies:
+        narrowed = decide.pending("cpu", "results", None, [number])
+        assert narrowed and {item.study.number for item in narrowed} == {number}
+    assert decide.pending("cpu", "results", None, ["99"]) == []
+    total = sum(len(item.missing) for item in everything)
+    assert sum(len(i.missing) for n in studies for i in decide.pending("cpu", "results", None, [n])) == total
