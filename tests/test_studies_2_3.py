@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
+from lib import PROJECT_ROOT
 from lib.cff.diagnostics import expected_run_density, positive_pair_density
 from lib.cff.training import CFFConfig, train_cff
 from lib.core.augment import DISTORTION_LEVELS, distort, normalize
@@ -328,3 +329,21 @@ def test_a_config_parameter_left_as_none_takes_the_profile_else_the_config_defau
     assert (s["m0"], s["lr"]) == (CFFConfig.m0, CFFConfig.lr)  # no profile sets them: CFFConfig's
     s = margin_factorial.resolve({**p, "m0": 0.3, "embed_dim": 16})
     assert {(c.m0, c.embed_dim) for c in margin_factorial.plan(s) if c.m0 != 0.2} == {(0.3, 16)}
+
+
+def test_study3_regime_search_trains_every_level_once_per_length_and_keeps_the_recorded_ids():
+    """The search is the clamp arm at seed 0, one run per level and change of REGIME_SEARCH, each differing from the
+    profile's run at that level by the change alone; adding lengths leaves the ids of the runs already recorded."""
+    s = difficulty_sweep.resolve({"profile": "cpu"})
+    configs = difficulty_sweep.regime_search_configs(s)
+    assert len(configs) == len(difficulty_sweep.REGIME_SEARCH) * len(s["levels"])
+    shipped = {difficulty_sweep.level_of(c, s["knob"]): c for c in difficulty_sweep.plan(s)
+               if c.margin_mode == "clamp" and c.seed == 0}
+    for config in configs:
+        base = shipped[difficulty_sweep.level_of(config, s["knob"])]
+        changed = {k for k in vars(config) if getattr(config, k) != getattr(base, k)}
+        assert changed <= {"epochs"}
+    assert sorted({c.epochs for c in configs}) == sorted(change["epochs"] for change in difficulty_sweep.REGIME_SEARCH)
+    recorded = PROJECT_ROOT / "results" / "runs" / "03_difficulty_sweep" / "cpu" / "regime_search"
+    ids = {config_hash(c) for c in configs if c.epochs == 32}
+    assert ids <= {p.stem for p in recorded.glob("*.json")}
