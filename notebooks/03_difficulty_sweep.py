@@ -56,6 +56,7 @@ seeds: Optional[int] = None  # seeds per arm and level
 margin_modes: list = ["clamp", "subtract"]  # margin treatments compared [paper]
 # One logit stabiliser is enough: it is gradient-neutral.
 stabilizer: Optional[str] = None  # logit stabiliser of every run (CFFConfig: detach [code])
+operating_points: Optional[list] = None  # operating points read beside the shipped setting: hard-matched ([] for none)
 m0: Optional[float] = None  # layer-0 margin (CFFConfig: 0.4 [code])
 m_last: Optional[float] = None  # last-layer margin; linear in between (CFFConfig: 0.1 [code])
 temperature: Optional[float] = None  # contrastive temperature (CFFConfig: 0.15 [code])
@@ -86,8 +87,10 @@ import seaborn as sns
 import torch
 from IPython.display import Markdown, display
 
+from lib import PROJECT_ROOT
 from lib.core.augment import distort
 from lib.notebook import setup
+from lib.run.results import ResultsStore
 from lib.studies import common
 from lib.studies import difficulty_sweep as study
 from lib.studies.common import plot_ratio_with_ci
@@ -157,10 +160,11 @@ records, runs = nb.run(lambda records: study.runs_frame(records, settings["knob"
 # and Brown–Forsythe p-values, and Welch's t-test of the means.
 
 # %%
-summary = study.analyze(runs, settings)
+summary = study.analyze(runs, settings)  # the sweep at the profile's setting; an operating point's runs are apart
 summary_path = store.write_frame("per_level", summary)
 display(summary)
-ok_runs = runs[runs.status == "ok"].assign(top1_pct=lambda d: 100 * d.top1)
+sweep = study.shipped_runs(runs)
+ok_runs = sweep[sweep.status == "ok"].assign(top1_pct=lambda d: 100 * d.top1)
 fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
 sns.stripplot(data=ok_runs, x="level", y="top1_pct", hue="margin_mode", dodge=True, alpha=0.8, ax=left)
 left.axhline(chance, color="grey", linestyle=":", label="chance")
@@ -202,7 +206,7 @@ plt.show()
 # epoch here.
 
 # %%
-trajectory = common.layer0_trajectory(study.curves_frame(records, settings["knob"]), ("level",))
+trajectory = common.layer0_trajectory(study.shipped_runs(study.curves_frame(records, settings["knob"])), ("level",))
 display(trajectory)
 groups = list(trajectory.groupby("level", sort=True)) if len(trajectory) else []
 if groups:
@@ -230,7 +234,10 @@ if groups:
 # %% tags=["findings"]
 # Each published point is matched on `summary` (the shipped runs) at every look: a claim planned at our level 0 is
 # read at level 0 on its look-2 seeds too, even where those seeds move the level's mean accuracy.
-comparison = nb.two_looks(records, summary=summary, chance=chance, stand_in=stand_in)
+# At an operating point the contrast's 97% part is study 2's experiment at its own point, read from its records.
+easy_store = ResultsStore(PROJECT_ROOT / results_dir, study.EASY_POINT[0], settings["profile"])
+easy = study.easy_point(easy_store.records(), settings) if settings["operating_points"] else None
+comparison = nb.two_looks(records, summary=summary, chance=chance, stand_in=stand_in, easy=easy)
 comparison_path = store.write_frame("paper_vs_reproduced", comparison)
 display(comparison)
 

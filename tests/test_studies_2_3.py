@@ -12,6 +12,7 @@ from lib import PROJECT_ROOT
 from lib.cff.diagnostics import expected_run_density, positive_pair_density
 from lib.cff.training import CFFConfig, train_cff
 from lib.core.augment import DISTORTION_LEVELS, distort, normalize
+from lib.core.config import as_dict
 from lib.core.data import DATASETS, DatasetNotFoundError, load_dataset
 from lib.core.params import ParameterError
 from lib.run.results import config_hash
@@ -347,3 +348,56 @@ def test_study3_regime_search_trains_every_level_once_per_length_and_keeps_the_r
     recorded = PROJECT_ROOT / "results" / "runs" / "03_difficulty_sweep" / "cpu" / "regime_search"
     ids = {config_hash(c) for c in configs if c.epochs == 32}
     assert ids <= {p.stem for p in recorded.glob("*.json")}
+
+
+def _point_frame(clamp, subtract, car=0.6, level=1):
+    """An operating point's runs at one level: top-1 as fractions, the clamp arm's final CAR ``car``."""
+    rows = [dict(run_id=f"{mode}-{seed}", level=level, aug_level=level, margin_mode=mode, seed=seed, top1=value,
+                 status="ok",
+                 car_layer0_final=car, operating_point="hard-matched")
+            for mode, values in (("clamp", clamp), ("subtract", subtract)) for seed, value in enumerate(values)]
+    return pd.DataFrame(rows)
+
+
+def test_study3_operating_point_reads_the_contrast_over_study_2s_easy_point_and_both_hard_points():
+    """At the point, the contrast is VR(point's level) / VR(97% point), the latter on the arms it is given; its
+    conditions are both parts' (the hard level's accuracy and CAR, the easy part's accuracy); the two hard points'
+    VRs are read on the same arms, named by the point, with cells lib.decide can extend. Without the easy part the
+    contrast is not measured, saying why."""
+    rng = np.random.default_rng(3)
+    clamp, subtract = 0.27 + 0.04 * rng.standard_normal(12), 0.27 + 0.01 * rng.standard_normal(12)
+    easy = tuple({seed: 94 + sd * rng.standard_normal() for seed in range(6)} for sd in (0.3, 0.2))
+    runs = _point_frame(clamp, subtract)
+    contrast, vr26, vr25 = difficulty_sweep.point_claims("hard-matched", runs, "aug_level", "", (easy, 94.0))
+    hard_vr = np.var(100 * clamp, ddof=1) / np.var(100 * subtract, ddof=1)
+    easy_vr = np.var(list(easy[0].values()), ddof=1) / np.var(list(easy[1].values()), ddof=1)
+    assert contrast.estimate == pytest.approx(hard_vr / easy_vr)
+    assert contrast.claim.quantity.startswith("[hard-matched: aug_level 1, epochs 2] difficulty:")
+    assert contrast.in_regime and vr25.in_regime and vr26.in_regime
+    assert vr25.estimate == pytest.approx(hard_vr) and vr25.claim.published == 16.73 and vr26.claim.published == 2.18
+    assert {dict(c)["operating_point"] for c in vr25.claim.cells} == {"hard-matched"}
+    # the easy part below 92%, or the hard level's CAR below 50%: out of the paper's regime, each saying which
+    assert not difficulty_sweep.point_claims("hard-matched", runs, "aug_level", "", (easy, 85.0))[0].in_regime
+    low_car = difficulty_sweep.point_claims("hard-matched", _point_frame(clamp, subtract, car=0.4), "aug_level",
+                                            "", (easy, 94.0))
+    assert not any(a.in_regime for a in low_car)
+    missing = difficulty_sweep.point_claims("hard-matched", runs, "aug_level", "", None)[0]
+    assert not missing.measured and "ease-matched" in missing.notes["why"]
+
+
+def test_study3_easy_point_reads_study_2s_ease_matched_runs_on_their_look_1_seeds():
+    """Of study 2's records, only its ease-matched runs on this study's dataset and study 2's profile seeds (0-5 at
+    cpu) make the 97% part; a look-2 seed of study 2's plan, or a run at the shipped length, does not."""
+    s = difficulty_sweep.resolve({"profile": "cpu"})
+    config = {**as_dict(cross_dataset.Settings.run_config(cross_dataset.resolve({"profile": "cpu"}), dataset="mnist",
+                                                          dataset_options={}, margin_mode="clamp", stabilizer="detach",
+                                                          m0=0.4, seed=0, epochs=32))}
+    def record(mode, seed, epochs=32, top1=0.9):
+        return {"config": {**config, "margin_mode": mode, "seed": seed, "epochs": epochs}, "seed": seed,
+                "run_id": f"{mode}-{seed}-{epochs}", "status": "ok", "metrics": {"top1": top1}, "dataset": "mnist"}
+    records = [record(m, seed, top1=0.9 + 0.01 * seed) for m in ("clamp", "subtract") for seed in range(8)]
+    records += [record("clamp", 0, epochs=8, top1=0.5)]
+    (clamp, subtract), accuracy = difficulty_sweep.easy_point(records, s)
+    assert sorted(clamp) == sorted(subtract) == list(range(6))
+    assert accuracy == pytest.approx(100 * np.mean([0.9 + 0.01 * seed for seed in range(6)]))
+    assert difficulty_sweep.easy_point([], s) is None
