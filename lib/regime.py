@@ -15,10 +15,10 @@ candidate for an operating point, not a verdict.
 
 ``--study 02`` runs study 2's ease search instead (``cross_dataset.REGIME_SEARCH``): the paper explains the
 reversals of SVHN and Fashion-MNIST by the task's ease (≈ 97% and ≈ 92%), so each setting's accuracy is read against
-the paper's, within ``common.EASE_TOLERANCE``. ``--study 03`` runs the sweep's levels at study 2's longer length;
-``--study 05`` looks for FlatNCE's small-batch regime, where InfoNCE's gradient factor 1 - e^(-InfoNCE) falls to at
-most 0.7 (``flatnce_batch.REGIME_SEARCH``). A study's search lives in its module: ``regime_search_configs`` and
-``regime_table``.
+the paper's, within ``common.EASE_TOLERANCE``. ``--study 03`` runs the sweep's levels at study 2's longer length
+and at 1 and 2 epochs (the CAR is high early); ``--study 05`` looks for FlatNCE's small-batch regime, where
+InfoNCE's gradient factor 1 - e^(-InfoNCE) falls to at most 0.7 (``flatnce_batch.REGIME_SEARCH``). A study's
+search lives in its module: ``regime_search_configs`` and ``regime_table``.
 """
 from __future__ import annotations
 

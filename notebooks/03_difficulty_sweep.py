@@ -237,7 +237,7 @@ if groups:
 # At an operating point the contrast's 97% part is study 2's experiment at its own point, read from its records.
 easy_store = ResultsStore(PROJECT_ROOT / results_dir, study.EASY_POINT[0], settings["profile"])
 easy = study.easy_point(easy_store.records(), settings) if settings["operating_points"] else None
-comparison = nb.two_looks(records, summary=summary, chance=chance, stand_in=stand_in, easy=easy)
+comparison = nb.two_looks(records, summary=summary, chance=chance, stand_in=stand_in, easy_part=easy)
 comparison_path = store.write_frame("paper_vs_reproduced", comparison)
 display(comparison)
 

@@ -401,3 +401,20 @@ def test_study3_easy_point_reads_study_2s_ease_matched_runs_on_their_look_1_seed
     assert sorted(clamp) == sorted(subtract) == list(range(6))
     assert accuracy == pytest.approx(100 * np.mean([0.9 + 0.01 * seed for seed in range(6)]))
     assert difficulty_sweep.easy_point([], s) is None
+
+
+def test_study3_verdict_table_reads_the_points_contrast_on_the_easy_part_it_is_given():
+    """Through the table the notebook builds: the point's contrast is measured on the 97% part passed to it (a name
+    inside the table once shadowed it, which left the row unmeasured), beside the shipped rows in one family."""
+    rng = np.random.default_rng(5)
+    point = _point_frame(0.27 + 0.04 * rng.standard_normal(12), 0.27 + 0.01 * rng.standard_normal(12))
+    easy = tuple({seed: 94 + sd * rng.standard_normal() for seed in range(6)} for sd in (0.3, 0.2))
+    summary = pd.DataFrame(columns=["level", "top1_mean", "vr", "f_p", "ci_low", "ci_high"], dtype=float)
+    table = difficulty_sweep.paper_vs_reproduced(summary, 10.0, None, point.iloc[:0], knob="aug_level",
+                                                 points={"hard-matched": point}, easy_part=(easy, 94.0))
+    row = table[table.quantity.str.startswith("[hard-matched: aug_level 1, epochs 2] difficulty:")].iloc[0]
+    assert row.verdict != "not measured" and not row.verdict.startswith("not in the paper's regime")
+    without = difficulty_sweep.paper_vs_reproduced(summary, 10.0, None, point.iloc[:0], knob="aug_level",
+                                                   points={"hard-matched": point})
+    assert without[without.quantity.str.startswith("[hard-matched: aug_level 1, epochs 2] difficulty:")
+                   ].iloc[0].verdict == "not measured"

@@ -307,7 +307,9 @@ MATCH_DISTANCE = 0.15  # a level measures a published point within this share of
 # The central claim, declared once: the VR near 25% accuracy over the VR near the ceiling (16.73 / 0.25 on SVHN).
 HARD_OVER_CEILING = PUBLISHED_POINTS[2][1] / PUBLISHED_POINTS[0][1]  # 16.73 / 0.25
 SCALE_TEXT = ("cpu: MNIST stands in for SVHN (not in the offline data), difficulty set by augmentation levels 0-4, "
-              "study 1's cpu model, 5 seeds per arm; quick: shapes at difficulty 0.1-0.5")
+              "study 1's cpu model, 5 seeds per arm, and the hard-matched operating point: level 1 after 2 epochs, "
+              "12 seeds per arm, where the regime search met the hard points' accuracy and CAR, its 97% part study "
+              "2's ease-matched runs (32 epochs); quick: shapes at difficulty 0.1-0.5")
 POINT_CONDITION = "our accuracy within 5 points of the paper's [ours] (accuracy is the moderator [paper/summary])"
 def point_conditions(acc: float, vr: float, tag: str) -> verdicts.Conditions:
     """Every condition the paper states for one published point: its accuracy (the moderator: the easy point at
@@ -390,16 +392,16 @@ def easy_point(records: list[dict], s: dict) -> tuple[tuple[dict, dict], float] 
 
 
 def verdict_table(runs: pd.DataFrame, looks: dict, settings: dict, *, summary: pd.DataFrame, chance: float,
-                  stand_in: str | None, easy: tuple | None = None) -> pd.DataFrame:
+                  stand_in: str | None, easy_part: tuple | None = None) -> pd.DataFrame:
     """The verdict table of ``runs``, the planned claims in ``looks`` read at their look: lib.core.looks.two_looks
     calls it once a look (through lib.notebook.Notebook.two_looks). Each published point is matched on ``summary``,
     look 1's, at every look. A run's ``level`` is its setting of the swept knob, a column of every runs frame. Each
-    operating point's runs are read apart, their contrast's 97% part ``easy`` (:func:`easy_point`)."""
+    operating point's runs are read apart, their contrast's 97% part ``easy_part`` (:func:`easy_point`)."""
     runs = runs.assign(level=runs[settings["knob"]])
     at = runs["operating_point"] if "operating_point" in runs else pd.Series("", index=runs.index)
     points = {point: runs[at == point] for point in settings.get("operating_points") or []}
     return paper_vs_reproduced(summary, chance, stand_in, shipped_runs(runs), knob=settings["knob"], looks=looks,
-                               points=points, easy=easy)
+                               points=points, easy_part=easy_part)
 
 
 def point_claims(point: str, runs: pd.DataFrame, knob: str, on: str, easy: tuple | None) -> list:
@@ -435,7 +437,7 @@ def point_claims(point: str, runs: pd.DataFrame, knob: str, on: str, easy: tuple
 
 def paper_vs_reproduced(summary: pd.DataFrame, chance: float, stand_in: str | None, runs: pd.DataFrame, *,
                         knob: str, looks: dict | None = None, points: dict | None = None,
-                        easy: tuple | None = None) -> pd.DataFrame:
+                        easy_part: tuple | None = None) -> pd.DataFrame:
     """Every published number through the verdict engine (lib.core.verdicts), on the seed-level observations of
     ``runs``: the central claim (:data:`DIFFICULTY`, a contrast of two levels' VRs) and each published point's
     VR, Holm-corrected as one family; then our descriptions of the sweep: the trend over levels (exact
@@ -448,7 +450,7 @@ def paper_vs_reproduced(summary: pd.DataFrame, chance: float, stand_in: str | No
     column they are read by) for lib.decide; ``looks``: the claims read at a planned look 2 (lib.core.looks.two_looks).
     ``summary`` is what the points are matched on: at a look 2, look 1's (the shipped runs), so that a claim keeps the
     level, and the name, it was planned with while ``runs`` adds its look-2 seeds. ``points``: each operating point's
-    runs, whose claims (:func:`point_claims`, the contrast's 97% part ``easy``) join the same family.
+    runs, whose claims (:func:`point_claims`, the contrast's 97% part ``easy_part``) join the same family.
     """
     on = f" (on {stand_in}, not SVHN)" if stand_in else ""
     measured = summary[np.isfinite(summary.vr)].reset_index(drop=True)
@@ -509,7 +511,7 @@ def paper_vs_reproduced(summary: pd.DataFrame, chance: float, stand_in: str | No
         tested.insert(0, replace(verdicts.evaluate(DIFFICULTY), notes={
             "why": "no two distinct levels match 25% and 97% accuracy"}))
     for point, point_runs in (points or {}).items():  # beside the shipped rows, in the same family
-        tested += point_claims(point, point_runs, knob, on, easy)
+        tested += point_claims(point, point_runs, knob, on, easy_part)
     rows = verdicts.decide(tested, looks) + owned
     if len(measured) >= 3:
         rho, p = spearman_exact(measured.top1_mean, measured.vr)
