@@ -60,6 +60,7 @@ from lib.run.results import FINISHED_STATUSES, VARIANTS_DIR, ResultsStore, varia
 from lib.studies import STUDIES, extension, find_study
 from lib.studies.coverage import coverage
 from lib.studies.extension import BUDGET_HOURS
+from lib.studies.study import is_central
 from lib.studies.variants import VARIANT_NOTE
 
 RENDERED = re.compile(r"^(?P<study>\d\d_[a-z0-9_]+?)_(?P<profile>smoke|quick|cpu|paper)$")
@@ -722,7 +723,7 @@ def cost(results: Path, shown_by_study: dict[str, tuple[str, list[str]]]) -> str
         module = study_module(study)
         claims = [r for r in records if r.get("kind") == "claim"]
         decided = [r for r in claims if r.get("verdict") in DECIDED]
-        central = module is not None and any(r["quantity"].startswith(module.HEADLINE) for r in decided)
+        central = module is not None and any(is_central(r["quantity"], module) for r in decided)
         decided_central += central
         runs, seconds = run_seconds(results / "runs" / study / shown)
         per_claim = f"{seconds / 3600 / len(decided):.2g}" if decided else "–"

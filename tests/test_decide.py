@@ -422,3 +422,17 @@ def test_only_keeps_the_recorded_plans_runs_of_the_named_studies_in_the_queue(tm
     assert missing == {"04": [3], "06": [2]}
     assert [i.study.number for i in decide.pending("cpu", str(tmp_path), None)] == ["04", "06"]
     assert decide.pending("cpu", str(tmp_path), None, ["01"]) == []
+
+
+def test_a_central_claim_read_at_an_operating_point_is_central_and_no_other_row_is():
+    """lib.decide's order and the index's count of decided central claims read a row as central when its quantity is
+    the module's HEADLINE, at the profile's setting or behind one of the module's own point labels; a label of a
+    point the module does not have, or another claim behind a real label, is not."""
+    from lib.studies.study import is_central
+    for study in (find_study(n) for n in ("01", "03", "05")):
+        module = study.module
+        for point in module.OPERATING_POINTS:
+            assert is_central(f"{module.HEADLINE}, as shipped", module)
+            assert is_central(f"[{point}: its settings] {module.HEADLINE} (points)", module)
+            assert not is_central(f"[{point}: its settings] another claim", module)
+            assert not is_central(f"[not-{point}: its settings] {module.HEADLINE}", module)

@@ -20,7 +20,7 @@ from lib.core.config import as_dict
 from lib.core.verdicts import OUT_OF_REGIME, TARGET_POWER
 from lib.run.plans import load_plans
 from lib.run.results import FINISHED_STATUSES, ResultsStore
-from lib.studies.study import Study
+from lib.studies.study import Study, is_central
 from lib.studies.variants import PROJECT_ROOT, open_store, resolve_command
 
 BUDGET_HOURS = 8.0  # the README's budget of wall hours: lib.decide's default and the report's table
@@ -122,7 +122,7 @@ def candidates(studies: list[Study], profile: str, *, results_dir: str = "result
             candidate = Candidate(
                 study, record["quantity"], record["measure"], record["verdict"], _number(record["p"]),
                 _number(record["level"]), min(record["n"], default=0), _effect(record), record["cells"],
-                record["seeds_parameters"], record["quantity"].startswith(study.module.HEADLINE),
+                record["seeds_parameters"], is_central(record["quantity"], study.module),
                 plan_key=record["plan_key"], seeds_needed=record.get("seeds_needed"), profile=profile)
             candidate.why_not = _why_not(candidate, planned, settings.get("operating_points") or [])
             if not candidate.why_not:

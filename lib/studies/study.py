@@ -6,6 +6,7 @@ study at a time (``lib.studies.variants``, ``lib.studies.coverage``) takes a ``S
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
@@ -77,3 +78,12 @@ class Study:
         """The study's name for a cell of runs in its own words (``cell_name(config)``), where its configs differ
         in more settings than a figure's axis can show; None: the results explorer names cells by setting."""
         return getattr(self.module, "cell_name", None)
+
+
+def is_central(quantity: str, module: Any) -> bool:
+    """Whether a verdict row's quantity is its study's central claim (the module's ``HEADLINE``), read at the profile's
+    own setting or at one of the module's ``OPERATING_POINTS`` (a quantity "[point: its settings] the claim")."""
+    label = re.match(r"\[([^\]:]+): [^\]]*\] ", quantity)
+    if label and label.group(1) in getattr(module, "OPERATING_POINTS", {}):
+        quantity = quantity[label.end():]
+    return quantity.startswith(module.HEADLINE)
