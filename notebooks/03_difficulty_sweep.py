@@ -56,7 +56,7 @@ seeds: Optional[int] = None  # seeds per arm and level
 margin_modes: list = ["clamp", "subtract"]  # margin treatments compared [paper]
 # One logit stabiliser is enough: it is gradient-neutral.
 stabilizer: Optional[str] = None  # logit stabiliser of every run (CFFConfig: detach [code])
-operating_points: Optional[list] = None  # operating points read beside the shipped setting: hard-matched ([] for none)
+operating_points: Optional[list] = None  # operating points read beside the shipped setting: two-epoch ([] for none)
 m0: Optional[float] = None  # layer-0 margin (CFFConfig: 0.4 [code])
 m_last: Optional[float] = None  # last-layer margin; linear in between (CFFConfig: 0.1 [code])
 temperature: Optional[float] = None  # contrastive temperature (CFFConfig: 0.15 [code])

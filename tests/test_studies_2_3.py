@@ -354,7 +354,7 @@ def _point_frame(clamp, subtract, car=0.6, level=1):
     """An operating point's runs at one level: top-1 as fractions, the clamp arm's final CAR ``car``."""
     rows = [dict(run_id=f"{mode}-{seed}", level=level, aug_level=level, margin_mode=mode, seed=seed, top1=value,
                  status="ok",
-                 car_layer0_final=car, operating_point="hard-matched")
+                 car_layer0_final=car, operating_point="two-epoch")
             for mode, values in (("clamp", clamp), ("subtract", subtract)) for seed, value in enumerate(values)]
     return pd.DataFrame(rows)
 
@@ -368,20 +368,20 @@ def test_study3_operating_point_reads_the_contrast_over_study_2s_easy_point_and_
     clamp, subtract = 0.27 + 0.04 * rng.standard_normal(12), 0.27 + 0.01 * rng.standard_normal(12)
     easy = tuple({seed: 94 + sd * rng.standard_normal() for seed in range(6)} for sd in (0.3, 0.2))
     runs = _point_frame(clamp, subtract)
-    contrast, vr26, vr25 = difficulty_sweep.point_claims("hard-matched", runs, "aug_level", "", (easy, 94.0))
+    contrast, vr26, vr25 = difficulty_sweep.point_claims("two-epoch", runs, "aug_level", "", (easy, 94.0))
     hard_vr = np.var(100 * clamp, ddof=1) / np.var(100 * subtract, ddof=1)
     easy_vr = np.var(list(easy[0].values()), ddof=1) / np.var(list(easy[1].values()), ddof=1)
     assert contrast.estimate == pytest.approx(hard_vr / easy_vr)
-    assert contrast.claim.quantity.startswith("[hard-matched: aug_level 1, epochs 2] difficulty:")
+    assert contrast.claim.quantity.startswith("[two-epoch: aug_level 1, epochs 2] difficulty:")
     assert contrast.in_regime and vr25.in_regime and vr26.in_regime
     assert vr25.estimate == pytest.approx(hard_vr) and vr25.claim.published == 16.73 and vr26.claim.published == 2.18
-    assert {dict(c)["operating_point"] for c in vr25.claim.cells} == {"hard-matched"}
+    assert {dict(c)["operating_point"] for c in vr25.claim.cells} == {"two-epoch"}
     # the easy part below 92%, or the hard level's CAR below 50%: out of the paper's regime, each saying which
-    assert not difficulty_sweep.point_claims("hard-matched", runs, "aug_level", "", (easy, 85.0))[0].in_regime
-    low_car = difficulty_sweep.point_claims("hard-matched", _point_frame(clamp, subtract, car=0.4), "aug_level",
+    assert not difficulty_sweep.point_claims("two-epoch", runs, "aug_level", "", (easy, 85.0))[0].in_regime
+    low_car = difficulty_sweep.point_claims("two-epoch", _point_frame(clamp, subtract, car=0.4), "aug_level",
                                             "", (easy, 94.0))
     assert not any(a.in_regime for a in low_car)
-    missing = difficulty_sweep.point_claims("hard-matched", runs, "aug_level", "", None)[0]
+    missing = difficulty_sweep.point_claims("two-epoch", runs, "aug_level", "", None)[0]
     assert not missing.measured and "ease-matched" in missing.notes["why"]
 
 
@@ -411,10 +411,25 @@ def test_study3_verdict_table_reads_the_points_contrast_on_the_easy_part_it_is_g
     easy = tuple({seed: 94 + sd * rng.standard_normal() for seed in range(6)} for sd in (0.3, 0.2))
     summary = pd.DataFrame(columns=["level", "top1_mean", "vr", "f_p", "ci_low", "ci_high"], dtype=float)
     table = difficulty_sweep.paper_vs_reproduced(summary, 10.0, None, point.iloc[:0], knob="aug_level",
-                                                 points={"hard-matched": point}, easy_part=(easy, 94.0))
-    row = table[table.quantity.str.startswith("[hard-matched: aug_level 1, epochs 2] difficulty:")].iloc[0]
+                                                 points={"two-epoch": point}, easy_part=(easy, 94.0))
+    row = table[table.quantity.str.startswith("[two-epoch: aug_level 1, epochs 2] difficulty:")].iloc[0]
     assert row.verdict != "not measured" and not row.verdict.startswith("not in the paper's regime")
     without = difficulty_sweep.paper_vs_reproduced(summary, 10.0, None, point.iloc[:0], knob="aug_level",
-                                                   points={"hard-matched": point})
-    assert without[without.quantity.str.startswith("[hard-matched: aug_level 1, epochs 2] difficulty:")
+                                                   points={"two-epoch": point})
+    assert without[without.quantity.str.startswith("[two-epoch: aug_level 1, epochs 2] difficulty:")
                    ].iloc[0].verdict == "not measured"
+
+
+def test_study3_regime_table_reads_an_operating_points_seeds_apart_from_the_shipped_level():
+    """The search's table gives each operating point's seeds their own row (mean accuracy of both arms, the clamp
+    arm's CAR), and the shipped row of the same level keeps only the shipped runs."""
+    s = difficulty_sweep.resolve({"profile": "cpu"})
+    point = _point_frame([0.30, 0.40, 0.35], [0.31, 0.39, 0.36], car=0.55).assign(epochs=2)
+    shipped = _point_frame([0.70, 0.80], [0.72, 0.78], car=0.40).assign(operating_point="", epochs=8)
+    table = difficulty_sweep.regime_table([], pd.concat([shipped, point], ignore_index=True), s)
+    level1 = table[table.level == 1].set_index("setting")
+    assert level1.loc["shipped (2 seeds)", "top1"] == pytest.approx(75.0)
+    assert level1.loc["shipped (2 seeds)", "car_layer0_final"] == pytest.approx(40.0)
+    row = level1.loc["two-epoch point: epochs = 2 (3 seeds)"]
+    assert row.top1 == pytest.approx(35.1666666, abs=1e-4) and row.car_layer0_final == pytest.approx(55.0)
+    assert not row.in_regime  # 35.2% is more than 5 points from 26.8% and from 25%
