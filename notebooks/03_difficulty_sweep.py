@@ -91,7 +91,7 @@ from lib import PROJECT_ROOT
 from lib.core.augment import distort
 from lib.notebook import setup
 from lib.run.results import ResultsStore
-from lib.studies import common
+from lib.studies import common, cross_dataset
 from lib.studies import difficulty_sweep as study
 from lib.studies.common import plot_ratio_with_ci
 
@@ -235,8 +235,11 @@ if groups:
 # Each published point is matched on `summary` (the shipped runs) at every look: a claim planned at our level 0 is
 # read at level 0 on its look-2 seeds too, even where those seeds move the level's mean accuracy.
 # At an operating point the contrast's 97% part is study 2's experiment at its own point, read from its records.
-easy_store = ResultsStore(PROJECT_ROOT / results_dir, study.EASY_POINT[0], settings["profile"])
-easy = study.easy_point(easy_store.records(), settings) if settings["operating_points"] else None
+easy = None
+if settings["operating_points"]:
+    easy_runs = cross_dataset.runs_frame(ResultsStore(PROJECT_ROOT / results_dir, cross_dataset.STUDY,
+                                                      settings["profile"]).records())
+    easy = study.easy_point(easy_runs, settings, cross_dataset.PROFILES[settings["profile"]]["seeds"])
 comparison = nb.two_looks(records, summary=summary, chance=chance, stand_in=stand_in, easy_part=easy)
 comparison_path = store.write_frame("paper_vs_reproduced", comparison)
 display(comparison)

@@ -397,10 +397,13 @@ def test_study3_easy_point_reads_study_2s_ease_matched_runs_on_their_look_1_seed
                 "run_id": f"{mode}-{seed}-{epochs}", "status": "ok", "metrics": {"top1": top1}, "dataset": "mnist"}
     records = [record(m, seed, top1=0.9 + 0.01 * seed) for m in ("clamp", "subtract") for seed in range(8)]
     records += [record("clamp", 0, epochs=8, top1=0.5)]
-    (clamp, subtract), accuracy = difficulty_sweep.easy_point(records, s)
-    assert sorted(clamp) == sorted(subtract) == list(range(6))
+    seeds = cross_dataset.PROFILES["cpu"]["seeds"]
+    (clamp, subtract), accuracy = difficulty_sweep.easy_point(cross_dataset.runs_frame(records), s, seeds)
+    assert sorted(clamp) == sorted(subtract) == list(range(6)) and seeds == 6
     assert accuracy == pytest.approx(100 * np.mean([0.9 + 0.01 * seed for seed in range(6)]))
-    assert difficulty_sweep.easy_point([], s) is None
+    assert difficulty_sweep.easy_point(pd.DataFrame(), s, seeds) is None
+    assert difficulty_sweep.EASY_POINT == (cross_dataset.STUDY, "ease-matched")
+    assert "ease-matched" in cross_dataset.OPERATING_POINTS
 
 
 def test_study3_verdict_table_reads_the_points_contrast_on_the_easy_part_it_is_given():
