@@ -1062,7 +1062,7 @@ def operating_point_rows(frame: pd.DataFrame, module) -> pd.DataFrame:
         return frame.iloc[0:0] if frame is not None else pd.DataFrame()
     rows = frame[frame.quantity.str.match(r"\[(" + "|".join(map(re.escape, points)) + r"):")]
     rows = rows[rows.kind != "check"] if "kind" in rows else rows  # claims only: a check decides nothing
-    central = rows.quantity.str.split("] ", n=1).str[1].str.startswith(module.HEADLINE)
+    central = rows.quantity.map(lambda quantity: is_central(quantity, module)).astype(bool)
     return pd.concat([rows[central], rows[~central]])
 
 

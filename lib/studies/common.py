@@ -135,6 +135,17 @@ def _layer0_final(m: dict, metric: str) -> float:
     return per_epoch[-1][0] if per_epoch else np.nan
 
 
+def operating_point_column(frame: pd.DataFrame) -> pd.Series:
+    """A runs or curves frame's ``operating_point`` column ("" at the profile's own setting); a frame without one (a
+    table built by hand) holds none."""
+    return frame["operating_point"] if "operating_point" in frame else pd.Series("", index=frame.index)
+
+
+def shipped_runs(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows at the profile's own setting: no operating point's (those are read apart, in the verdicts)."""
+    return frame[operating_point_column(frame) == ""]
+
+
 def runs_frame(records: list[dict], factors: dict[str, Callable[[dict], Any]] | None = None) -> pd.DataFrame:
     """One row per run: seed, margin factors, layers, epochs, the extra ``factors`` (name -> f(config)),
     metrics. ``car_layer0`` and ``grad_norm_layer0`` are the records' all-epoch means; the ``_final``

@@ -33,6 +33,7 @@ from lib.core.data import DATASETS, DatasetNotFoundError, get_dataset
 from lib.core.dataset_facts import DatasetFacts, facts_of, label_of
 from lib.core.settings import setting
 from lib.studies import common
+from lib.studies.common import shipped_runs
 
 STUDY = "02_cross_dataset_reversal"
 PAPER_DATA = "CIFAR-10, CIFAR-100, SVHN and Fashion-MNIST"  # the data of the paper's claims, named on the first screen
@@ -226,11 +227,6 @@ def operating_point_of(config: CFFConfig | dict) -> str:
         if entry_of(config) in point["entries"] and all(config[k] == v for k, v in point["overrides"].items()):
             return name
     return ""
-
-
-def shipped_runs(runs: pd.DataFrame) -> pd.DataFrame:
-    """The runs at the profile's own setting: no operating point's."""
-    return runs[runs["operating_point"] == ""] if "operating_point" in runs else runs
 
 
 # The ease search (python -m lib.regime --study 02): the paper puts the reversals of SVHN and Fashion-MNIST down to

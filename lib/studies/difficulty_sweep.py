@@ -34,6 +34,7 @@ from lib.core.augment import DISTORTION_LEVELS
 from lib.core.config import as_dict
 from lib.core.settings import setting
 from lib.studies import common
+from lib.studies.common import operating_point_column, shipped_runs
 
 STUDY = "03_difficulty_sweep"
 PAPER_DATA = "SVHN"  # the data of the paper's claims, named on the first screen of a render
@@ -179,11 +180,6 @@ def operating_point_of(config: CFFConfig | dict) -> str:
     return ""
 
 
-def shipped_runs(runs: pd.DataFrame) -> pd.DataFrame:
-    """The sweep's runs at the profile's own setting: no operating point's."""
-    return runs[runs["operating_point"] == ""] if "operating_point" in runs else runs
-
-
 def point_label(point: str) -> str:
     """How a row names the operating point it is read at, e.g. ``[two-epoch: aug_level 1, epochs 2]``."""
     spec = OPERATING_POINTS[point]
@@ -225,7 +221,7 @@ def regime_table(records: list[dict], shipped: pd.DataFrame, s: dict) -> pd.Data
         top1, car = (common.mean_accuracy(base), common.clamp_car(base)) if len(base) else (np.nan, np.nan)
         rows.append(dict(level=level, setting=f"shipped ({base.seed.nunique() if len(base) else 0} seeds)",
                          top1=top1, car_layer0_final=car, wall_s=np.nan, in_regime=meets(top1, car)))
-    at = everything["operating_point"] if "operating_point" in everything else pd.Series("", index=everything.index)
+    at = operating_point_column(everything)
     for point in s.get("operating_points") or []:  # a point's seeds read as the search's one seed is
         overrides = ", ".join(f"{k} = {v}" for k, v in OPERATING_POINTS[point]["overrides"].items())
         for level in OPERATING_POINTS[point]["levels"]:
@@ -409,7 +405,7 @@ def verdict_table(runs: pd.DataFrame, looks: dict, settings: dict, *, summary: p
     look 1's, at every look. A run's ``level`` is its setting of the swept knob, a column of every runs frame. Each
     operating point's runs are read apart, their contrast's 97% part ``easy_part`` (:func:`easy_point`)."""
     runs = runs.assign(level=runs[settings["knob"]])
-    at = runs["operating_point"] if "operating_point" in runs else pd.Series("", index=runs.index)
+    at = operating_point_column(runs)
     points = {point: runs[at == point] for point in settings.get("operating_points") or []}
     return paper_vs_reproduced(summary, chance, stand_in, shipped_runs(runs), knob=settings["knob"], looks=looks,
                                points=points, easy_part=easy_part)

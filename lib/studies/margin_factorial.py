@@ -250,17 +250,13 @@ def main_runs(frame: pd.DataFrame, s: dict) -> pd.DataFrame:
     """The factorial's runs (at ``m0``) and the dose-response runs (at ``dose_m0``) of a runs or curves
     frame: those of the settings' model size and length, which leaves the trajectory runs out, and no operating
     point's."""
-    return frame[(frame.layers == s["layers"]) & (frame.epochs == s["epochs"]) & (_points(frame) == "")]
+    frame = common.shipped_runs(frame)
+    return frame[(frame.layers == s["layers"]) & (frame.epochs == s["epochs"])]
 
 
 def operating_point_runs(frame: pd.DataFrame, s: dict, point: str) -> pd.DataFrame:
     """The runs of one operating point at the factorial's m0."""
-    return frame[(_points(frame) == point) & (frame.m0 == s["m0"])]
-
-
-def _points(frame: pd.DataFrame) -> pd.Series:
-    """The frame's ``operating_point`` column; a frame without one (a table built by hand) holds none."""
-    return frame["operating_point"] if "operating_point" in frame else pd.Series("", index=frame.index)
+    return frame[(common.operating_point_column(frame) == point) & (frame.m0 == s["m0"])]
 
 
 def trajectory_runs(frame: pd.DataFrame, s: dict) -> pd.DataFrame:
