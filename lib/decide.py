@@ -16,7 +16,7 @@ table's power used; a variance ratio's, log R of the published ratio, with the r
 its cost, the runs its arms lack at that many seeds times their median seconds in the records, divided among the
 study's parallel processes.
 
-Within ``--budget`` wall hours the plan takes each study's central claim (its ``HEADLINE``) first, cheapest
+Within ``--budget`` wall hours the plan takes each study's central claim (its ``CENTRAL`` id) first, cheapest
 first, then the other claims, each time the one whose runs not yet planned cost least: the most claims for
 the budget. ``--dry-run`` prints the plan and every claim left out, with why. Otherwise the plan is recorded
 (``lib.run.plans``) and its runs, and those of earlier plans still missing, go to ``lib.dispatch``'s backends

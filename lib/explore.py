@@ -79,6 +79,16 @@ def _one_thread():
         torch.set_num_threads(threads)
 
 
+SHOWN_DIGITS = 4  # what a curve of these figures can show: a pixel is about 1/400 of an axis
+
+
+def _shown(values) -> np.ndarray:
+    """``values`` rounded to :data:`SHOWN_DIGITS` significant digits before they are drawn: a view recomputed at
+    render time differs between CPUs (MKL's and OpenBLAS's kernels, AVX2 and AVX-512) in the last bits, which moved
+    15 pixels of a shipped PNG (issue 57); rounded to what the figure can show, every CPU draws the same image."""
+    return np.array([float(f"{v:.{SHOWN_DIGITS}g}") for v in np.asarray(values, dtype=float).ravel()])
+
+
 def _png(fig: Figure) -> bytes:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=80, metadata={"Software": None})
@@ -156,10 +166,10 @@ def collapse_view(*, r: float, gamma: float, dt: float, steps: int, head_rate: f
     left, right = fig.subplots(1, 2)
     for mode, label in labels.items():
         d = data[mode]
-        left.plot(d["t"], d["min_label_distance"] / d["min_label_distance"][0], label=label)
-        right.plot(d["t"][1:], d["accuracy"][1:], label=label)
+        left.plot(d["t"], _shown(d["min_label_distance"] / d["min_label_distance"][0]), label=label)
+        right.plot(d["t"][1:], _shown(d["accuracy"][1:]), label=label)
     cf = data["closed_form"]["min_label_distance"]
-    left.plot(t, cf / cf[0], "k:", label="closed form (no head)")
+    left.plot(t, _shown(cf / cf[0]), "k:", label="closed form (no head)")
     left.plot(t, np.exp(-slow_rate(r, gamma) * t), color="grey", linestyle="--", lw=0.8,
               label=f"exp(−γ(1 − √(1 − r)) t), rate {slow_rate(r, gamma):.3g}")
     left.set(yscale="log", xlabel="time t", ylabel="min inter-label distance / start",
@@ -203,7 +213,7 @@ def sphere_view(*, rho: float, lr: float, pairs: int, dim: int, max_steps: int =
             "min_norm_change": float(run["min_norm_change"][0])}
     fig = Figure(figsize=(6.5, 3.8))
     ax = fig.subplots()
-    ax.plot(data["step"], norms, color="tab:blue")
+    ax.plot(data["step"], _shown(norms), color="tab:blue")
     aligned = f"aligned after {steps} steps (steps / ρ² = {steps / rho ** 2:.4g})" if steps >= 0 else \
         f"not aligned within {max_steps} steps"
     if steps >= 0:

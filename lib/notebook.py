@@ -40,7 +40,7 @@ from lib.run import datasets, plans
 from lib.run.results import ResultsStore
 from lib.run.sweep import run_sweep
 from lib.studies import find_study
-from lib.studies.study import Study
+from lib.studies.study import Study, is_central
 from lib.studies.variants import (
     check_data,
     check_names,
@@ -294,16 +294,16 @@ VERDICT_STYLE = "".join(
        " .verdict-table tr.central { border: 2px solid #333; } }"])
 
 
-def verdict_table_html(frame: pd.DataFrame, central: str | None = None) -> str:
+def verdict_table_html(frame: pd.DataFrame, central: Callable[[str], bool] | None = None) -> str:
     """A table of lib.core.verdicts (:func:`lib.core.verdicts.table`) as a reader sees it
     (:func:`lib.core.verdict_html.table_html`): the columns of :data:`lib.core.verdicts.SHOWN`, no index, each row
-    coloured by its verdict (the report's colours), ``central`` (the study's ``HEADLINE``) marked."""
+    coloured by its verdict (the report's colours), the row whose id is ``central`` (the study's ``CENTRAL``) marked."""
     columns = [c for c in verdicts.SHOWN if c in frame]
     return (f"<style>{VERDICT_STYLE}</style>{forest_html(frame, central)}<div style=\"overflow-x: auto\">"
             f"{verdict_html.table_html(frame, columns, central=central)}</div>")
 
 
-def forest_html(frame: pd.DataFrame, central: str | None = None) -> str:
+def forest_html(frame: pd.DataFrame, central: Callable[[str], bool] | None = None) -> str:
     """The forest plot of a verdict table's claims (:func:`lib.core.forest.forest_png`) as an inline image, so that
     the findings cell, moved under the title of a render, opens with every claim's interval against the paper's
     value; "" for a table without typed records (one written before the verdict engine) or without an estimate."""
@@ -321,7 +321,7 @@ def forest_html(frame: pd.DataFrame, central: str | None = None) -> str:
 MISSING = "–"  # a cell without a value, as the verdict tables write it: "NaN" means nothing to a reader
 
 
-def frame_html(frame: pd.DataFrame, central: str | None = None) -> str:
+def frame_html(frame: pd.DataFrame, central: Callable[[str], bool] | None = None) -> str:
     """A table as the notebooks show it: a verdict table (:func:`verdict_table_html`, ``central`` marked) coloured by
     verdict; any other, pandas' own HTML with its display options, without the index column where the index is only
     the row numbers 0..n-1 (a RangeIndex without a name says nothing to a reader), and a missing value shown as
@@ -364,7 +364,7 @@ def setup(module: ModuleType, namespace: dict, *, precision: int = 3) -> Setup:
     pd.set_option("display.max_colwidth", None)  # verdicts are sentences: never cut them
     shell = get_ipython()
     if shell is not None:  # tables indexed by row number show no index column
-        central = getattr(module, "HEADLINE", None)
+        central = functools.partial(is_central, module=module)
         shell.display_formatter.formatters["text/html"].for_type(pd.DataFrame,
                                                                  lambda frame: frame_html(frame, central))
     nb = Setup(study, settings, configs, store, variant, changes, reused, facts, checked, data_root,

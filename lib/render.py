@@ -12,6 +12,9 @@
   render says so first, its bold variant line and overrides above the profile line and the findings.
 - ``<notebook>_<profile>_report.html``: the same without input cells (nbconvert's ``exclude_input``).
 
+Both HTML copies load nothing from the network (:data:`OFFLINE_TEMPLATE`): they open offline without console
+errors, and the same file on every reader's machine.
+
 Re-rendering from unchanged records gives byte-identical files. What an execution would otherwise leave
 different: papermill's start, end and duration and the kernel's execution timestamps (removed), the id
 papermill gives its injected-parameters cell and the ids of widget models (renumbered in order), papermill's
@@ -176,10 +179,28 @@ def findings_first(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return nb
 
 
+# nbconvert's lab template (its index.html.j2) with the blocks emptied that load scripts from a CDN, so the HTML
+# copies load nothing from the network (issue 57): offline, each script tag was a console error and a feature gone.
+# - require.js: only for outputs that need it (application/javascript, widgets); no notebook here makes one.
+# - MathJax and its configuration: no notebook writes LaTeX math; were one to, a reader would see its source as
+#   plain text (``$\tau$`` stays ``$\tau$``), readable without a typesetter fetched from a CDN.
+# - mermaid.js: imported from a CDN only where a ```mermaid block is shown (none is); it would show as its source.
+# - the widget renderer: only where the notebook keeps widget state. lib.execute saves none, so renumber_widgets
+#   drops the widget views and each widget's text/html default view shows; a notebook that did keep state would
+#   show its widgets here as nothing (its ipynb keeps them).
+# The stylesheets and fonts are already inlined by nbconvert (no <link>, no @import, no url() to the network).
+OFFLINE_TEMPLATE = """{%- extends 'index.html.j2' -%}
+{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
+{%- block jupyter_widgets -%}{%- endblock jupyter_widgets -%}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+"""
+
+
 def to_html(nb: nbformat.NotebookNode, title: str, *, exclude_input: bool = False) -> str:
     # the code-free report shows no prompts at all: an "Out[15]:" beside a result whose input is hidden says nothing
-    exporter = HTMLExporter(exclude_input=exclude_input, exclude_input_prompt=exclude_input,
-                            exclude_output_prompt=exclude_input)
+    exporter = HTMLExporter(raw_template=OFFLINE_TEMPLATE, exclude_input=exclude_input,
+                            exclude_input_prompt=exclude_input, exclude_output_prompt=exclude_input)
     html, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
     return html.replace("</head>", FINDINGS_CSS + "</head>", 1)
 

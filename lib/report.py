@@ -7,7 +7,7 @@
 
 The page opens with a summary: one row per study, from the strongest profile whose plan is fully recorded
 (:func:`summary_profile`), with the study's question (``QUESTION`` in its module), its central claim (the
-verdict-table row named by the module's ``HEADLINE``: ours with its CI, the paper's value, the verdict and the
+verdict-table row whose id the module names ``CENTRAL``: ours with its CI, the paper's value, the verdict and the
 power) and its rows counted by verdict (:data:`KINDS`, the grammar of ``lib.core.verdicts``; our checks apart);
 then "What it would take" (:func:`to_decide`): what ``python -m lib.decide --budget 8 --dry-run`` says, from the
 same functions: each claim a two-look design can decide, with its runs, wall hours and command, and each inconclusive
@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import functools
 import html
 import json
 import os
@@ -41,6 +42,7 @@ import re
 import shlex
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import nbformat
@@ -49,9 +51,8 @@ import pandas as pd
 from lib import PROJECT_ROOT
 from lib.core import verdict_html
 from lib.core.forest import NARROW, forest_png
-from lib.core.looks import look_progress
 from lib.core.settings import literal
-from lib.core.verdicts import CLASSES, COLOURS, DECIDED, css_class
+from lib.core.verdicts import CLASSES, COLOURS, DECIDED, SHOWN
 from lib.render import REPORT_SUFFIX, stamp
 from lib.run import datasets
 from lib.run.files import atomic_write_bytes, atomic_write_text
@@ -80,6 +81,7 @@ KINDS = {
     "inconclusive": "inconclusive",
     "not-measured": "not measured",
     "out-of-regime": "not in the paper's regime",
+    "exploratory": "exploratory",
     "check": "check (ours)",
     "superseded": "written before the verdict engine",
 }
@@ -135,9 +137,10 @@ STYLE += "".join(  # each verdict's colour, from lib.core.verdicts (the notebook
     f"tr.{css} td.verdict {{ border-left: 5px solid {colour}; }}\n" for css, colour in COLOURS.items())
 
 
-def verdict_kind(verdict: str) -> str | None:
-    """The CSS class (a key of :data:`KINDS`) of a verdict in lib.core.verdicts' grammar; None for other words."""
-    return css_class(verdict)
+def verdict_kind(word: str) -> str | None:
+    """The CSS class (a key of :data:`KINDS`) of a verdict word of lib.core.verdicts' grammar (a typed record's
+    ``verdict``); None for other words."""
+    return CLASSES.get(word)
 
 
 def rendered_notebooks(results: Path) -> list[tuple[str, str, Path]]:
@@ -195,7 +198,7 @@ def render_command(results: Path, variant: str, study: str, profile: str) -> str
 
 def central_verdict(results: Path, study: str, profile: str) -> str:
     """The verdict of the study's central claim at ``profile`` in the results folder ``results`` (the row named by
-    its module's ``HEADLINE``, :func:`headline_row`) as a badge with our value, for the variants page to set a
+    its module's ``CENTRAL``, :func:`headline_row`) as a badge with our value, for the variants page to set a
     variant's beside the shipped one; "–" where that folder has no such row."""
     row = headline_row(verdicts(results, study, profile), study_module(study))
     if row is None:
@@ -361,16 +364,21 @@ def commit_statement(commits: list[tuple[str, bool, int]]) -> str:
 
 
 def verdicts(results: Path, study: str, profile: str) -> pd.DataFrame | None:
-    """The study's paper-vs-reproduced table with each row's CSS class ``css`` (:data:`KINDS`); None when the
-    notebook wrote none. A table written before the verdict engine (no ``power`` column) is ``superseded``
-    throughout."""
-    path = results / "tables" / f"{study}_{profile}_paper_vs_reproduced.csv"
-    if not path.exists():
+    """The study's verdict table from its typed records (``<study>_<profile>_verdicts.json``, never the reader's CSV):
+    per row the text the reader's table shows (the record's ``shown``), its ``id``, ``kind``, ``verdict_word``, the
+    look it was read at (``look``, ``look_runs``, ``level``) and its CSS class ``css`` (:data:`KINDS`); None when
+    the notebook wrote none. A record written before records carried their text is ``superseded``."""
+    records = ResultsStore(results, study, profile).verdict_records()
+    if records is None:
         return None
-    frame = pd.read_csv(path, dtype=str).fillna("")
-    engine = "power" in frame and "kind" in frame
-    frame["css"] = [(verdict_kind(v) or "superseded") if engine else "superseded" for v in frame.verdict]
-    return frame
+    unshown = dict.fromkeys(SHOWN, "–")  # a record written before records carried their text: its words only
+    rows = [{**record.get("shown", {**unshown, "quantity": record["quantity"], "verdict": record["verdict"]}),
+             "id": record["id"], "kind": record["kind"], "verdict_word": record["verdict"],
+             "look": record.get("look") or "", "look_runs": record.get("look_runs"),
+             "level": record.get("level"), "n_arms": record["n"],
+             "css": (verdict_kind(record["verdict"]) or "superseded") if "shown" in record else "superseded"}
+            for record in records]
+    return pd.DataFrame(rows).fillna({"look": ""})
 
 
 def engine_written(frame: pd.DataFrame | None) -> bool:
@@ -386,10 +394,11 @@ def badges(frame: pd.DataFrame) -> str:
 
 
 def headline_row(frame: pd.DataFrame | None, module) -> pd.Series | None:
-    """The row of the study's central claim (its module's ``HEADLINE``); None without it."""
+    """The row of the study's central claim at the profile's own setting (the id its module names ``CENTRAL``);
+    None without it."""
     if frame is None or module is None:
         return None
-    named = frame[frame.quantity.str.startswith(module.HEADLINE)]
+    named = frame[frame["id"] == module.CENTRAL]
     return named.iloc[0] if len(named) else None
 
 
@@ -398,8 +407,8 @@ def headline(frame: pd.DataFrame, module) -> str:
     without that row gets no badge: a badge never comes from another row."""
     row = headline_row(frame, module)
     if row is None:
-        return (f'<span class="meta">this table has no headline row'
-                f'{f" ({html.escape(module.HEADLINE)})" if module is not None else ""}</span>')
+        return (f'<span class="meta">this table has no row of its central claim'
+                f'{f" ({html.escape(module.CENTRAL)})" if module is not None else ""}</span>')
     power = (f'; power {html.escape(row.power)} at the paper\'s value, {html.escape(row.n)} seeds'
              if row.get("power", "–") not in ("", "–") else "")
     return (f'<span class="badge {row.css}" title="{html.escape(row.verdict)}">{html.escape(row.verdict)}</span> '
@@ -586,13 +595,13 @@ DECIDE_COMMAND = f"python -m lib.decide --profile {{profile}} --budget {BUDGET_H
 
 
 def planned_rows(results: Path) -> dict[tuple[str, str, str], tuple[dict, dict]]:
-    """Every claim an extension plan extends: (profile, study, quantity) -> (the plan, the claim's part of it)."""
+    """Every claim an extension plan extends: (profile, study, claim id) -> (the plan, the claim's part of it)."""
     planned = {}
     for profile in PROFILE_ORDER:
         for plan in load_plans(results, profile):
             for study, part in plan["studies"].items():
                 for claim in part["claims"]:
-                    planned[(profile, study, claim["quantity"])] = (plan, claim)
+                    planned[(profile, study, claim["id"])] = (plan, claim)
     return planned
 
 
@@ -602,25 +611,24 @@ def _boundary(level: float) -> str:
     return f"p &lt; {level:.2g}" if level > 0 else "none (no α spent)"
 
 
-def planned_row(frame: pd.DataFrame | None, quantity: str) -> pd.DataFrame:
-    """The row of a verdict table that a plan's claim ``quantity`` names: by the table's ``plan_key`` (a claim
-    renamed after its plan keeps its key), else by its quantity."""
+def planned_row(frame: pd.DataFrame | None, claim_id: str) -> pd.DataFrame:
+    """The claim row of a verdict table with a plan's claim id (a check of that id, such as an experiment another
+    study decides, is not the planned claim's row)."""
     if frame is None:
         return pd.DataFrame()
-    keys = frame.plan_key if "plan_key" in frame else frame.quantity
-    return frame[keys == quantity]
+    return frame[(frame["id"] == claim_id) & (frame.kind == "claim")]
 
 
 def ledger(results: Path) -> str:
     """The extensions' ledger: per planned claim, the seeds of each look, the boundaries, the verdict the plan
     found at look 1 and the verdict now, and at which look it stands (the table's ``look`` column)."""
     rows = []
-    for (profile, study, quantity), (_plan, claim) in planned_rows(results).items():
-        now = planned_row(verdicts(results, study, profile), quantity)
+    for (profile, study, claim_id), (_plan, claim) in planned_rows(results).items():
+        now = planned_row(verdicts(results, study, profile), claim_id)
         verdict, look = (now.iloc[0].verdict, now.iloc[0].get("look", "")) if len(now) else ("not in the table", "")
-        css = verdict_kind(verdict) or ""
+        css = now.iloc[0].css if len(now) else ""
         rows.append(f'<tr><td data-label="study">{html.escape(title(study))} · {profile}</td>'
-                    f'<td data-label="claim">{html.escape(verdict_html.human(quantity))}</td>'
+                    f'<td data-label="claim">{html.escape(verdict_html.human(claim["quantity"]))}</td>'
                     f'<td data-label="seeds per arm">{claim["n1"]} → {claim["n2"]}</td>'
                     f'<td data-label="boundaries">{_boundary(claim["level1"])}; {_boundary(claim["level2"])} '
                     f'(α = {claim["alpha"]:.2g})</td><td data-label="planned power">{claim["planned_power"]:.0%}</td>'
@@ -723,7 +731,7 @@ def cost(results: Path, shown_by_study: dict[str, tuple[str, list[str]]]) -> str
         module = study_module(study)
         claims = [r for r in records if r.get("kind") == "claim"]
         decided = [r for r in claims if r.get("verdict") in DECIDED]
-        central = module is not None and any(is_central(r["quantity"], module) for r in decided)
+        central = module is not None and any(is_central(r["id"], module) for r in decided)
         decided_central += central
         runs, seconds = run_seconds(results / "runs" / study / shown)
         per_claim = f"{seconds / 3600 / len(decided):.2g}" if decided else "–"
@@ -740,7 +748,7 @@ def cost(results: Path, shown_by_study: dict[str, tuple[str, list[str]]]) -> str
             "<th>run-hours per decided claim</th></tr>" + "".join(rows) + "</table></div>")
 
 
-def verdict_table(frame: pd.DataFrame | None, central: str | None = None,
+def verdict_table(frame: pd.DataFrame | None, central: Callable[[str], bool] | None = None,
                   links: list[tuple[str, str] | None] | None = None) -> str:
     """A study's verdict table in its section (:func:`lib.core.verdict_html.table_html`), the central claim marked;
     ``links``: per row, where the run records it reads are listed (:func:`records_page`)."""
@@ -858,7 +866,8 @@ def section(results: Path, page_dir: Path, study: str, profile: str, notebook: P
     if listed is not None and len(listed[1]) == len(frame):
         page, anchors = listed
         links = [(f"{href(page, page_dir)}#claim-{a}", "runs") if a is not None else None for a in anchors]
-    parts.append(verdict_table(frame, module.HEADLINE if module is not None else None, links))
+    parts.append(verdict_table(frame, functools.partial(is_central, module=module) if module is not None else None,
+                               links))
     parts.append(open_claims(what_next, study, profile))
     if figure is not None:
         parts.append(f'<img src="{href(figure, page_dir)}" alt="key figure of {html.escape(study)} ({profile})">')
@@ -875,7 +884,7 @@ def forest(results: Path, page_dir: Path, shown_by_study: dict[str, tuple[str, l
         module = study_module(study)
         if records and module is not None:
             studies[f"{title(study)} ({shown})"] = records
-            central[f"{title(study)} ({shown})"] = module.HEADLINE
+            central[f"{title(study)} ({shown})"] = functools.partial(is_central, module=module)
     if not studies:
         return ""
     path, narrow = page_dir / "figures" / "forest.png", page_dir / "figures" / "forest_narrow.png"
@@ -901,6 +910,8 @@ GLOSSARY = (
                      "at the paper's value"),
     ("not in the paper's regime", "our run misses a condition the paper states for the claim (its value named)"),
     ("not measured", "no run of this profile measures it"),
+    ("exploratory", "the paper's claim read on seeds a plan registered for another version of it: shown, never "
+                    "decided, until a plan of its own on fresh seeds"),
     ("check", "our own (an identity, a simulation, a description), never counted as a reproduction"),
 )
 
@@ -1054,23 +1065,23 @@ def readme_verdict_lines(results_dir: str | Path = "results") -> list[str]:
 
 
 def operating_point_rows(frame: pd.DataFrame, module) -> pd.DataFrame:
-    """The claims read again at an operating point of the profile (a quantity "[point: ...] ...", the point one of
-    the module's ``OPERATING_POINTS``): where the shipped setting misses the paper's regime, the rows that can decide
+    """The claims read again at an operating point of the profile (an id ``<claim>@<point>``, the point one of the
+    module's ``OPERATING_POINTS``): where the shipped setting misses the paper's regime, the rows that can decide
     it. The central claim's come first."""
-    points = list(getattr(module, "OPERATING_POINTS", {}))
+    points = set(getattr(module, "OPERATING_POINTS", {}))
     if not points or frame is None:
         return frame.iloc[0:0] if frame is not None else pd.DataFrame()
-    rows = frame[frame.quantity.str.match(r"\[(" + "|".join(map(re.escape, points)) + r"):")]
-    rows = rows[rows.kind != "check"] if "kind" in rows else rows  # claims only: a check decides nothing
-    central = rows.quantity.map(lambda quantity: is_central(quantity, module)).astype(bool)
+    at_point = frame["id"].map(lambda claim_id: claim_id.partition("@")[2] in points)
+    rows = frame[at_point & (frame.kind == "claim")]  # claims only: a check decides nothing
+    central = rows["id"].map(lambda claim_id: is_central(claim_id, module)).astype(bool)
     return pd.concat([rows[central], rows[~central]])
 
 
 def operating_point_sentence(row, module) -> str:
     """A README sentence for one row of :func:`operating_point_rows`: the central claim's as "At its operating point",
-    another claim's naming the claim."""
+    another claim's naming the claim (its quantity opens with the point's settings in brackets)."""
     point, quantity = row.quantity.split("] ", 1)
-    if quantity.startswith(module.HEADLINE):
+    if is_central(row.id, module):
         return f" At its operating point {point}]: {row.ours}, *{row.verdict}*."
     return f" At the operating point {point}], {verdict_html.human(quantity)}: {row.ours}, *{row.verdict}*."
 
@@ -1085,30 +1096,29 @@ def readme_extension_lines(results_dir: str | Path = "results") -> list[str]:
     moved (the seeds of look 2 against its boundary), one still running says how far it is."""
     results = Path(results_dir) if Path(results_dir).is_absolute() else PROJECT_ROOT / results_dir
     lines = []
-    for (profile, study, quantity), (plan, claim) in planned_rows(results).items():
+    for (profile, study, claim_id), (plan, claim) in planned_rows(results).items():
         frame = verdicts(results, study, profile)
-        now = planned_row(frame, quantity)
+        now = planned_row(frame, claim_id)
         if not len(now):
-            owner = (frame[frame.quantity.str.startswith(quantity) & frame.ours.str.contains("decided in study")]
-                     if frame is not None else frame)
+            owner = frame[(frame["id"] == claim_id) & (frame.kind == "check")] if frame is not None else frame
             if owner is not None and len(owner):  # the same experiment is another study's claim now
                 lines.append(f"- **{title(study)}** (`{profile}`, plan `{plan['plan_id']}`): "
-                             f"{verdict_html.human(quantity)}: the same experiment as another study's claim, "
-                             f"{owner.iloc[0].ours.split(': ', 1)[1]}; this plan's look 2 is not read.")
+                             f"{verdict_html.human(claim['quantity'])}: the same experiment as another study's "
+                             f"claim ({owner.iloc[0].ours}); this plan's look 2 is not read.")
             continue
         row, before = now.iloc[0], claim["look1"]["verdict"]
-        renamed = f" (planned as {verdict_html.human(quantity)})" if row.quantity != quantity else ""
-        head = (f"- **{title(study)}** (`{profile}`, plan `{plan['plan_id']}`): {verdict_html.human(row.quantity)}"
-                f"{renamed}: *{before}* at look 1")
-        if str(row.get("look", "")).startswith("2"):
-            moved = "moved" if verdict_kind(row.verdict) != verdict_kind(before) else "stayed"
-            after = KINDS.get(verdict_kind(row.verdict), row.verdict)
-            seeds = f"{row.n} seeds" if " vs " in row.n else f"{row.n} seeds per arm"
+        head = (f"- **{title(study)}** (`{profile}`, plan `{plan['plan_id']}`): {verdict_html.human(row.quantity)}: "
+                f"*{before}* at look 1")
+        if row.look_runs is None and str(row.look).startswith("2"):
+            # the plan registered its look-1 verdict as text: its first word is the grammar's word
+            moved = "moved" if before.split(" (", 1)[0] != row.verdict_word else "stayed"
+            after = KINDS.get(row.css, row.verdict_word)
+            seeds = " vs ".join(map(str, row.n_arms)) + (" seeds" if len(row.n_arms) > 1 else " seeds per arm")
             lines.append(f"{head} → *{after}* at look 2 ({moved}): {row.ours} on {seeds}, read "
                          f"against look 2's boundary p < {float(row.level):.2g}.")
         else:
-            progress = look_progress(str(row.get("look", "")))
-            read = f": {progress[0]} of {progress[1]} runs in the rendered table." if progress else "."
+            read = (f": {row.look_runs[0]} of {row.look_runs[1]} runs in the rendered table." if row.look_runs
+                    else ".")
             lines.append(f"{head}; look 2 ({claim['n1']} → {claim['n2']} seeds per arm) is running{read}")
     return lines or [f"- No extension plan yet: `{DECIDE_COMMAND.format(profile='cpu')}` proposes one."]
 

@@ -262,8 +262,10 @@ def test_study1_anova_sums_of_squares_are_those_of_the_balanced_plant(planted_st
 
 
 def _row(table: pd.DataFrame, start: str) -> pd.Series:
-    """The one row of a paper-vs-reproduced table whose quantity starts with ``start``."""
-    hits = table[table.quantity.str.startswith(start)]
+    """The one row of a paper-vs-reproduced table whose id is ``start`` or, failing that, whose quantity starts
+    with it."""
+    hits = table[table["id"] == start]
+    hits = hits if len(hits) else table[table.quantity.str.startswith(start)]
     assert len(hits) == 1, (start, list(table.quantity))
     return hits.iloc[0]
 
@@ -286,7 +288,7 @@ def test_study1_table_tests_seed_level_data_through_the_engine(planted_study1):
     # the claim's p is the larger of the F-test's and Brown–Forsythe's (structural zeros removed; a shift of
     # either arm leaves it unchanged, so the plant's 2 and 1 point patterns give it)
     vr_p = max(f_test_p(4.0, 5, 5), brown_forsythe_reference(2 * PATTERN, PATTERN))
-    vr = _row(table, margin_factorial.HEADLINE)
+    vr = _row(table, margin_factorial.CENTRAL)
     assert vr.n == "6 vs 6" and float(vr.p) == pytest.approx(vr_p, rel=1e-2) and vr_p > 0.05
     power = stats.variance_ratio_rule_power(5.9, SEEDS, SEEDS, alpha=0.05 / 4)  # of the two-test rule
     assert vr.power == f"{power:.0%}" and power < stats.variance_ratio_power(5.9, SEEDS, alpha=0.05 / 4) < 0.8
@@ -330,7 +332,7 @@ def test_study1_opposite_direction_is_contradicted_by_the_numbers_in_the_papers_
             for stab in ("detach", "direct") for seed, z in enumerate(pattern)]
     out = margin_factorial.analyze(pd.DataFrame(rows), s1)
     table = margin_factorial.paper_vs_reproduced(out)
-    vr = _row(table, margin_factorial.HEADLINE)
+    vr = _row(table, margin_factorial.CENTRAL)
     if car >= 0.5:
         assert vr.verdict == "contradicted"
     else:  # a clamp arm at 30% CAR is outside the regime in which the papers expect clamping to matter
@@ -355,10 +357,10 @@ def test_study1_an_operating_point_reads_the_claims_again_beside_the_shipped_row
     out = margin_factorial.analyze(runs, s)
     assert len(out["seeds"]) == 2 * SEEDS and len(out["operating_points"]["car-matched"]) == 2 * SEEDS
     table = margin_factorial.paper_vs_reproduced(out)
-    assert _row(table, margin_factorial.HEADLINE).verdict.startswith("not in the paper's regime")
+    assert _row(table, margin_factorial.CENTRAL).verdict.startswith("not in the paper's regime")
     vr = _row(table, "[car-matched: epochs 2] VR = Var(clamp)/Var(subtract)")
     assert vr.ours.startswith("9 [") and not vr.verdict.startswith("not in the paper's regime")
-    assert vr.level == _row(table, margin_factorial.HEADLINE).level  # one family: both read at α / m
+    assert vr.level == _row(table, margin_factorial.CENTRAL).level  # one family: both read at α / m
     grad = _row(table, "[car-matched: epochs 2] layer-0 gradient norm")
     assert "final epoch (2)" in grad.quantity and json.loads(grad.record)["id"] == "s1.grad:car-matched"
     assert json.loads(vr.cells) == [{"margin_mode": "clamp", "operating_point": "car-matched"},
@@ -369,7 +371,7 @@ def test_study1_an_operating_point_reads_the_claims_again_beside_the_shipped_row
 def test_study1_table_without_runs_says_not_measured():
     table = margin_factorial.paper_vs_reproduced({"n_ok": 1})
     assert (table[table.kind == "claim"].verdict == "not measured").all()
-    assert _row(table, margin_factorial.HEADLINE).ours == "not measured"
+    assert _row(table, margin_factorial.CENTRAL).ours == "not measured"
 
 
 # --------------------------------------------------------------------------- study 2: cross-dataset
@@ -469,7 +471,7 @@ def test_study2_table_for_the_published_reversal(s2, planted_study2):
     assert f_test_p(9.0, 5, 5) < 0.05 <= f_test_p(4.0, 5, 5)  # the plant: VR 9 significant alone, top-5 VR 4 not
     table = cross_dataset.paper_vs_reproduced(planted_study2.reset_index(), {}, cross_runs())
     claims = table[table.kind == "claim"]
-    assert claims.quantity.iloc[0].startswith(cross_dataset.HEADLINE)  # the central claim leads
+    assert claims["id"].iloc[0] == cross_dataset.CENTRAL  # the central claim leads
     reversal = _row(table, "the reversal")
     contrast, p = contrast_reference(9.0, [1 / 9])  # shapes10 against shapes100: 81
     assert reversal.ours.startswith(f"{contrast:.3g} [") and float(reversal.p) == pytest.approx(p, rel=0.05)
@@ -657,7 +659,7 @@ def test_study3_table_matches_published_points_by_relative_accuracy(planted_stud
     # the central claim: level 2's VR over level 0's, 9 / (1/9) = 81 against 16.73 / 0.25 = 66.9
     contrast, p = contrast_reference(9.0, [1 / 9])
     central = table.iloc[0]
-    assert central.quantity.startswith(difficulty_sweep.HEADLINE) and central.quantity.endswith("level 2 over level 0")
+    assert central["id"] == difficulty_sweep.CENTRAL and central.quantity.endswith("level 2 over level 0")
     assert central.ours.startswith(f"{contrast:.3g} [") and float(central.p) == pytest.approx(p, rel=0.05)
     # in the paper's regime on every condition of both parts (level 2: 26%, CAR 65%; level 0: 95% >= 92%)
     assert central.verdict == "reproduced"  # Holm over three: 3 p < 0.05; the CI reaches 66.9

@@ -95,22 +95,25 @@ def test_a_statement_makes_its_claim_and_refuses_what_it_declares_given_again():
         _statement(measure="ratios")
 
 
-RENDERERS = {"lib/report.py", "lib/notebook.py", "lib/core/verdict_html.py"}  # they show the reader's table
-READING_BACK = re.compile(r"_paper_vs_reproduced\.csv[\"']|read_csv\([^)]*paper_vs_reproduced|verdict_text\b|"
-                          r"verdict\w*\s*\.\s*(startswith|split|endswith)\(|\.n\.split\(\" vs \"\)")
+READING_BACK = re.compile(r"read_csv\([^)]*paper_vs_reproduced|open\([^)]*paper_vs_reproduced|"
+                          r"verdict_text\b|verdict\w*\s*\.\s*(startswith|split|endswith|match)\(|"
+                          r"\.n\.split\(\" vs \"\)|css_class\(|look_progress\(|\.plan_key\b|quantity\.str\.")
 
 
-def test_no_module_but_the_renderers_reads_verdicts_back_from_text():
-    """The reader's CSV and the verdict sentences are for people; lib.decide, the plans and the coverage read the
-    typed records (``<study>_<profile>_verdicts.json``, full precision). Outside the renderers and the engine that
-    writes them, no module opens the reader's table, parses a verdict sentence or splits the rounded seed counts."""
+def test_no_module_reads_verdicts_back_from_text():
+    """The reader's CSV and the verdict sentences are for people; lib.decide, the plans, the coverage, the report and
+    the notebooks' tables read the typed records (``<study>_<profile>_verdicts.json``, full precision, rows keyed by
+    id). Outside the engine that writes the sentences, no module opens the reader's table, parses a verdict sentence,
+    splits the rounded seed counts or finds a row by its quantity's text: the report and the renderers included."""
     offenders = []
     for path in sorted((PROJECT_ROOT / "lib").rglob("*.py")):
         name = path.relative_to(PROJECT_ROOT).as_posix()
-        if name in RENDERERS or name == "lib/core/verdicts.py":
+        if name == "lib/core/verdicts.py":
             continue
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if READING_BACK.search(line):
                 offenders.append(f"{name}:{number}: {line.strip()}")
     assert not offenders, "\n".join(offenders)
     assert READING_BACK.search('verdict.startswith("reproduced")') and READING_BACK.search("row.n.split(\" vs \")")
+    assert READING_BACK.search('frame[frame.quantity.str.startswith(module.HEADLINE)]')  # a row found by its label
+    assert READING_BACK.search('pd.read_csv(root / f"{study}_paper_vs_reproduced.csv")')

@@ -292,7 +292,7 @@ def test_study6_claim_is_the_real_data_run_and_the_reconstruction_rows_are_check
     real = runs[runs.experiment == "teacher_student"].assign(experiment="real")
     table = stop_gradient.paper_vs_reproduced({"runs": pd.concat([runs, real])}, {**s, "head_rate": 1.0})
     central = table.iloc[0]
-    assert central.quantity.startswith(stop_gradient.HEADLINE) and f"on {s['real_dataset']}" in central.quantity
+    assert central["id"] == stop_gradient.CENTRAL and f"on {s['real_dataset']}" in central.quantity
     # with SG - without, per seed: log10(0.9) - log10(1e-4) whatever the seed's factor, over 3 seeds per arm
     assert central.ours.startswith(f"{math.log10(0.9) + 4:.3g} [") and central.n == "3 vs 3"
     assert central.kind == "claim" and central.verdict == "reproduced"

@@ -21,7 +21,7 @@ FAMILY = "test family"
 
 
 def claim(quantity="gain", measure="one_sample", published=1.0, **kw):
-    return verdicts.Claim(quantity, measure, published, "[paper]", FAMILY, **kw)
+    return verdicts.Claim(quantity, measure, published, "[paper]", FAMILY, **{"id": "s9.gain", **kw})
 
 
 def by_seed(values, first_seed=0):
@@ -47,11 +47,11 @@ def test_a_claim_at_a_planned_look_is_decided_by_that_looks_boundary():
     first = verdicts.evaluate(claim(), by_seed([0.9, 1.4, 1.1]))
     assert design.level1 < first.p < 0.05  # one look at 5% would decide it; the design's look 1 does not
     (one_look,) = verdicts.decide([first])
-    (look1,) = verdicts.decide([first], {"gain": Look(design, 1)})
+    (look1,) = verdicts.decide([first], {"s9.gain": Look(design, 1)})
     assert one_look.verdict == "reproduced"
     assert look1.verdict == "inconclusive" and look1.level == design.level1
     assert "look 1 of 2 (3 → 6 seeds per arm)" in look1.verdict_text()
-    (look2,) = verdicts.decide([verdicts.evaluate(claim(), values)], {"gain": Look(design, 2)})
+    (look2,) = verdicts.decide([verdicts.evaluate(claim(), values)], {"s9.gain": Look(design, 2)})
     assert look2.p < design.level2 and look2.verdict == "reproduced"
     half = st.t.ppf(1 - design.level2 / 2, 5) * np.std(list(values.values()), ddof=1) / math.sqrt(6)
     assert look2.ci[1] - look2.ci[0] == pytest.approx(2 * half)  # the interval at the level the look decides at
@@ -69,8 +69,10 @@ def table_of(runs: pd.DataFrame, looks: dict) -> pd.DataFrame:
     return verdicts.table(verdicts.decide([verdicts.evaluate(claim(), observations)], looks))
 
 
-def planned(design, runs, finished):
-    return looks.PlannedClaim("gain", "plan0", design, tuple(runs), finished, {"verdict": "inconclusive"})
+def planned(design, runs, finished, claim_id="s9.gain", measure="one_sample"):
+    # the plan wrote its quantity in other words than the table has now: the id, not the label, joins them
+    return looks.PlannedClaim(claim_id, "gain, as the plan wrote it", measure, (), "plan0", design, tuple(runs),
+                              finished, {"verdict": "inconclusive"})
 
 
 def test_two_looks_reads_look_two_on_its_planned_seeds_once_they_have_all_run():
@@ -80,8 +82,8 @@ def test_two_looks_reads_look_two_on_its_planned_seeds_once_they_have_all_run():
     stray = {5: -40.0}  # a later seed of the same arm (another claim's plan): never part of this claim's look 2
     runs = pd.concat([runs_frame(shipped), runs_frame(extension), runs_frame(stray)])
     done = plans.Extension(claims=[planned(design, ["r3", "r4"], 2),
-                                   looks.PlannedClaim("other", "plan0", sequential.boundaries(3, 6, 0.05),
-                                                      ("r3", "r4", "r5"), 3, {})])
+                                   looks.PlannedClaim("s9.other", "other", "one_sample", (), "plan0",
+                                                      sequential.boundaries(3, 6, 0.05), ("r3", "r4", "r5"), 3, {})])
     table = looks.two_looks(table_of, runs, done.claims)
     assert table.loc[0, "n"] == "5" and table.loc[0, "look"] == "2 of 2 (plan plan0)"
     reference = st.ttest_1samp([0.9, 1.4, 1.1, 1.3, 0.8], 0.0).pvalue
@@ -92,58 +94,71 @@ def test_two_looks_reads_look_two_on_its_planned_seeds_once_they_have_all_run():
     assert table.loc[0, "verdict"].startswith("inconclusive")
 
 
-def test_a_claim_whose_name_moves_with_its_look_2_runs_is_an_error_not_a_row_labelled_look_2():
-    """A verdict table that names a claim by a number of its runs (a level's mean accuracy) names it otherwise
+def test_a_claim_whose_id_moves_with_its_look_2_runs_is_an_error_not_a_row_labelled_look_2():
+    """A verdict table whose id for a claim depends on its runs (a level's mean accuracy in it) names it otherwise
     once look 2's seeds join: two_looks must say so, not leave the look-1 row standing under "2 of 2"."""
     design = sequential.boundaries(3, 5, 0.05)
     runs = pd.concat([runs_frame({0: 0.9, 1: 1.4, 2: 1.1}), runs_frame({3: 1.3, 4: 0.8})])
 
     def named_by_its_runs(runs, looks):
         table = table_of(runs, looks)
-        table["quantity"] = table["plan_key"] = f"gain over {len(runs)} seeds"  # its plan key is its name
+        table["id"] = f"s9.gain:{len(runs)}"
         return table
 
-    complete = plans.Extension(claims=[looks.PlannedClaim("gain over 3 seeds", "plan0", design, ("r3", "r4"), 2,
-                                                          {"verdict": "inconclusive"})])
-    with pytest.raises(ValueError, match="plan plan0: the claim 'gain over 3 seeds' .* 0 at look 2"):
+    complete = plans.Extension(claims=[planned(design, ("r3", "r4"), 2, "s9.gain:3")])
+    with pytest.raises(ValueError, match="plan plan0: the claim s9.gain:3 .* 0 at look 2"):
         looks.two_looks(named_by_its_runs, runs, complete.claims)
+
+
+def test_a_planned_claim_read_under_another_test_is_refused():
+    """A plan binds its claim's test: a row under the planned id that reads another measure (or other cells) is a
+    claim changed after its data were seen, and two_looks refuses it at either look."""
+    design = sequential.boundaries(3, 5, 0.05)
+    runs = runs_frame({0: 0.9, 1: 1.4, 2: 1.1})
+    for finished in (0, 2):  # look 1 while look 2 runs, and look 2
+        with pytest.raises(looks.ReadAsRegisteredError, match="registered s9.gain as mean_difference"):
+            looks.two_looks(table_of, runs, [planned(design, ("r3", "r4"), finished, measure="mean_difference")])
+    other_cells = looks.PlannedClaim("s9.gain", "gain", "one_sample", ((("arm", "a"),),), "plan0", design,
+                                     ("r3", "r4"), 0, {})
+    with pytest.raises(looks.ReadAsRegisteredError, match="on 1 cell"):
+        looks.two_looks(table_of, runs, [other_cells])
 
 
 def test_every_complete_look_2_in_the_shipped_tables_was_read_on_its_planned_seeds():
     """Every shipped plan's claim whose look-2 runs have all finished (:func:`plans.extension`) stands in its
-    study's verdict table once (by the name its plan knows it by), labelled look 2 of 2 and read on the plan's n₂
+    study's verdict table once (by its id), labelled look 2 of 2 and read on the plan's n₂
     seeds (per arm; the arm that lost runs recorded before the plan holds n₂, the other may hold more) - not on look
     1's; or its study names, in a row of its own, the study that decides the same experiment."""
     root = PROJECT_ROOT / "results"
     checked = 0
     for profile in sorted(path.name for path in (root / "plans").iterdir()):
         for study in sorted({name for plan in load_plans(root, profile) for name in plan["studies"]}):
-            table = pd.read_csv(root / "tables" / f"{study}_{profile}_paper_vs_reproduced.csv", dtype=str)
+            records = ResultsStore(root, study, profile).verdict_records()
             for claim in plans.extension(ResultsStore(root, study, profile)).claims:
                 if not claim.complete:
                     continue
-                rows = list(table[table.plan_key == claim.quantity].itertuples())
-                if not rows:  # owned by another study: a check row names it
-                    [row] = table[table.quantity.str.startswith(claim.quantity)].itertuples()
-                    assert row.kind == "check" and "decided in study" in row.ours, claim.quantity
+                rows = [r for r in records if r["id"] == claim.id and r["kind"] == "claim"]
+                if not rows:  # owned by another study: a check row of its id names it
+                    [row] = [r for r in records if r["id"] == claim.id]
+                    assert row["kind"] == "check" and "decided in study" in row["shown"]["ours"], claim.id
                     continue
                 [row] = rows
-                assert row.look == claim.look_text(), claim.quantity
-                assert min(int(n) for n in row.n.split(" vs ")) == claim.design.n2, (claim.quantity, row.n)
-                assert claim.excluded or set(row.n.split(" vs ")) == {str(claim.design.n2)}, (claim.quantity, row.n)
+                assert row["look"] == claim.look_text() and row["look_runs"] is None, claim.id
+                assert min(row["n"]) == claim.design.n2, (claim.id, row["n"])
+                assert claim.excluded or set(row["n"]) == {claim.design.n2}, (claim.id, row["n"])
                 checked += 1
     assert checked >= 9  # the plans of studies 2 and 4 that have run (study 3's is study 2's experiment)
 
 
-def test_the_look_column_of_a_running_claim_reads_back_as_its_progress():
-    """The README reads how far look 2 got from the rendered table's look column: what ``look_text`` writes,
-    ``look_progress`` must read back, for every count, and nothing from a complete claim's cell."""
+def test_a_running_look_2_says_its_progress_in_the_typed_records_and_in_words():
+    """The README reads how far look 2 got from the typed records (``look_runs``), never from the look's words; the
+    two say the same count, and a complete claim has none."""
     design = sequential.boundaries(3, 19, 0.05)
     runs = [f"r{i}" for i in range(30)]
     for finished in (0, 4, 29):
-        assert looks.look_progress(planned(design, runs, finished).look_text()) == (finished, 30)
-    assert looks.look_progress(planned(design, runs, 30).look_text()) is None
-    assert looks.look_progress("1") is None
+        claim = planned(design, runs, finished)
+        assert claim.runs_read == [finished, 30] and f"{finished} of 30 runs" in claim.look_text()
+    assert planned(design, runs, 30).runs_read is None
 
 
 def test_a_plan_is_recorded_once_under_the_hash_of_its_design(tmp_path):
@@ -158,8 +173,28 @@ def test_a_plan_is_recorded_once_under_the_hash_of_its_design(tmp_path):
     assert [p["plan_id"] for p in plans.load_plans(tmp_path, "cpu")] == [first["plan_id"], other["plan_id"]]
 
 
+def test_every_shipped_plan_is_its_registered_design_and_keys_its_claims_by_declared_ids():
+    """A plan binds: its file is the design it registered (the plan id is the hash of its content; the ids added to
+    the plans written before claims had them are the only difference, and the file says so), and each of its claims
+    carries the id of a declared statement (docs/claims.md) whose measure is the one the plan registered."""
+    from lib.studies.claims import statements
+    declared = {s.id: s for group in statements().values() for s in group}
+    checked = 0
+    for profile in ("quick", "cpu", "paper"):
+        for plan in load_plans(PROJECT_ROOT / "results", profile):
+            assert plans.registered_id(plan) == plan["plan_id"], plan["plan_id"]
+            for part in plan["studies"].values():
+                for claim in part["claims"]:
+                    statement = declared[verdicts.statement_id(claim["id"])]
+                    assert statement.measure == claim["measure"] or statement.decided, (plan["plan_id"], claim["id"])
+                    checked += 1
+    assert checked >= 14
+    altered = {**plan, "budget_hours": plan["budget_hours"] + 1}
+    assert plans.registered_id(altered) != plan["plan_id"]  # a changed design is another plan
+
+
 def candidate(quantity, central, seconds, verdict="inconclusive", **kw):
-    c = decide.Candidate(find_study("04"), quantity, "one_sample", verdict, 0.2, 0.004, 3, 1.5,
+    c = decide.Candidate(find_study("04"), f"s4.{quantity}", quantity, "one_sample", verdict, 0.2, 0.004, 3, 1.5,
                          [{"method": "simclr"}], ["seeds"], central, **kw)
     c.seconds = dict(seconds)
     c.configs = {run_id: {} for run_id in seconds}
@@ -228,35 +263,38 @@ def test_decide_dry_run_on_the_shipped_tables_plans_no_claim_twice(capsys):
     assert "Plan within 8 wall hours" in out and "wall hours." in out
     for plan in plans.load_plans(decide.PROJECT_ROOT / "results", "cpu"):
         claims = plan["studies"].get("04_embedding_norms", {}).get("claims", [])
-        assert out.count(f": in plan {plan['plan_id']}") == len(claims)  # renamed claims keep their plan
+        assert out.count(f": in plan {plan['plan_id']}") == len(claims)  # every planned claim found by its id
     assert sorted(p.name for p in (decide.PROJECT_ROOT / "results" / "plans").rglob("*.json")) == before
 
 
 def test_the_readme_says_which_extended_claims_moved_and_against_which_boundary(tmp_path):
     plan = {"plan_id": "p1", "written_at": "2026-12-05T00:00:00", "studies": {"04_embedding_norms": {"claims": [
-        {"quantity": "done", "n1": 3, "n2": 7, "level2": 0.0042, "look1": {"verdict": "inconclusive (power 15%)"}},
-        {"quantity": "same", "n1": 3, "n2": 5, "level2": 0.0041, "look1": {"verdict": "reproduced"}},
-        {"quantity": "running", "n1": 3, "n2": 19, "level2": 0.0042, "look1": {"verdict": "inconclusive"}}]}}}
+        {"id": "s4.done", "quantity": "done", "n1": 3, "n2": 7, "level2": 0.0042,
+         "look1": {"verdict": "inconclusive (power 15%)"}},
+        {"id": "s4.same", "quantity": "same", "n1": 3, "n2": 5, "level2": 0.0041, "look1": {"verdict": "reproduced"}},
+        {"id": "s4.running", "quantity": "running", "n1": 3, "n2": 19, "level2": 0.0042,
+         "look1": {"verdict": "inconclusive"}}]}}}
     (tmp_path / "plans" / "cpu").mkdir(parents=True)
     (tmp_path / "plans" / "cpu" / "p1.json").write_text(json.dumps(plan))
     (tmp_path / "tables").mkdir()
-    pd.DataFrame([
-        dict(quantity="done", ours="-5.8 [-9.8, -1.7]", verdict="contradicted (look 2 of 2 (3 → 7 seeds per arm): "
-             "p < 0.0042, O'Brien–Fleming (Lan–DeMets) at α = 0.0042)", look="2 of 2 (plan p1)", power="",
-             kind="claim", n="7", level="0.0042", plan_key="done"),
-        dict(quantity="same, renamed", ours="0.15 [0.11, 0.19]", verdict="reproduced (look 2 of 2 (3 → 5 seeds per "
-             "arm): p < 0.0041)", look="2 of 2 (plan p1)", power="", kind="claim", n="5 vs 4", level="0.0041",
-             plan_key="same"),
-        dict(quantity="running", ours="1 [0, 2]", verdict="inconclusive (power 3%)", power="3%", kind="claim",
-             look="1 of 2 (look 2: 3 → 19 seeds per arm, 4 of 30 runs; plan p1)", n="3", level="0.00012",
-             plan_key="running"),
-    ]).to_csv(tmp_path / "tables" / "04_embedding_norms_cpu_paper_vs_reproduced.csv", index=False)
-    lines = {line.split(": ", 1)[1].split(":", 1)[0].split(" (planned as ")[0]: line
-             for line in report.readme_extension_lines(tmp_path)}
+
+    def record(claim_id, quantity, ours, verdict, words, n, level, look, look_runs=None):
+        return {"id": claim_id, "quantity": quantity, "kind": "claim", "verdict": verdict, "n": n, "level": level,
+                "look": look, "look_runs": look_runs,
+                "shown": {"quantity": quantity, "ours": ours, "verdict": words, "n": " vs ".join(map(str, n))}}
+    records = [
+        record("s4.done", "done", "-5.8 [-9.8, -1.7]", "contradicted", "contradicted (look 2 of 2 (3 → 7 seeds per "
+               "arm): p < 0.0042)", [7], 0.0042, "2 of 2 (plan p1)"),
+        record("s4.same", "same, renamed", "0.15 [0.11, 0.19]", "reproduced", "reproduced (look 2 of 2)", [5, 4],
+               0.0041, "2 of 2 (plan p1)"),
+        record("s4.running", "running", "1 [0, 2]", "inconclusive", "inconclusive (power 3%)", [3], 0.00012,
+               "1 of 2 (look 2: 3 → 19 seeds per arm, 4 of 30 runs; plan p1)", [4, 30])]
+    (tmp_path / "tables" / "04_embedding_norms_cpu_verdicts.json").write_text(json.dumps(records))
+    lines = {line.split(": ", 1)[1].split(":", 1)[0]: line for line in report.readme_extension_lines(tmp_path)}
     assert "*inconclusive (power 15%)* at look 1 → *contradicted* at look 2 (moved)" in lines["done"]
     assert "on 7 seeds per arm" in lines["done"] and "p < 0.0042" in lines["done"]
-    # a claim renamed after its plan is found by its plan key, shown by its name, its seeds as the table read them
-    assert "(planned as same)" in lines["same, renamed"] and "on 5 vs 4 seeds," in lines["same, renamed"]
+    # a claim is found by its id, shown by the quantity its row has now, its seeds as the row read them
+    assert "on 5 vs 4 seeds," in lines["same, renamed"]
     assert "→ *reproduced* at look 2 (stayed)" in lines["same, renamed"]
     assert "; look 2 (3 → 19 seeds per arm) is running: 4 of 30 runs in the rendered table." in lines["running"]
 
@@ -347,7 +385,7 @@ def test_lib_decide_reads_the_typed_records_never_the_readers_table(monkeypatch)
     def seen(c):
         return (None if math.isnan(c.p) else c.p), c.n1, c.verdict, c.why_not
     before = {c.key: seen(c) for c in decide.candidates("cpu", only=["04"])}
-    records = {r["plan_key"]: r for r in json.loads((PROJECT_ROOT / "results" / "tables" /
+    records = {r["id"]: r for r in json.loads((PROJECT_ROOT / "results" / "tables" /
                                                "04_embedding_norms_cpu_verdicts.json").read_text())}
 
     def unreadable(*args, **kwargs):
@@ -429,14 +467,16 @@ def test_only_keeps_the_recorded_plans_runs_of_the_named_studies_in_the_queue(tm
 
 
 def test_a_central_claim_read_at_an_operating_point_is_central_and_no_other_row_is():
-    """lib.decide's order and the index's count of decided central claims read a row as central when its quantity is
-    the module's HEADLINE, at the profile's setting or behind one of the module's own point labels; a label of a
-    point the module does not have, or another claim behind a real label, is not."""
+    """lib.decide's order and the index's count of decided central claims read a row as central when its id is the
+    module's CENTRAL, at the profile's setting or at one of the module's own operating points; a point the module
+    does not have, another claim at a real point, or another part of the central statement is not."""
     from lib.studies.study import is_central
     for study in (find_study(n) for n in ("01", "03", "05")):
         module = study.module
+        assert is_central(module.CENTRAL, module)
         for point in module.OPERATING_POINTS:
-            assert is_central(f"{module.HEADLINE}, as shipped", module)
-            assert is_central(f"[{point}: its settings] {module.HEADLINE} (points)", module)
-            assert not is_central(f"[{point}: its settings] another claim", module)
-            assert not is_central(f"[not-{point}: its settings] {module.HEADLINE}", module)
+            assert is_central(verdicts.point_id(module.CENTRAL, point), module)
+            assert not is_central(verdicts.point_id(module.CENTRAL + "x", point), module)
+            assert not is_central(verdicts.point_id("s9.another", point), module)
+            assert not is_central(verdicts.point_id(module.CENTRAL, f"not-{point}"), module)
+    assert not is_central("s5.gain_probe:sqrt", find_study("05").module)  # our rule's arm is not the central one

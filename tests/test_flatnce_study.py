@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from lib import PROJECT_ROOT
-from lib.core import stats
+from lib.core import stats, verdicts
 from lib.core.params import ParameterError
 from lib.run.results import config_hash
 from lib.ssl.training import build_model, nce_diagnostics, start_run
@@ -172,7 +172,7 @@ def test_verdicts_follow_the_measured_differences(effects, central, small):
     out = study.analyze(fake_runs(effects), s)
     table = study.paper_vs_reproduced(out, s, study.gradient_identity_error())
     first = table.iloc[0]
-    assert first.quantity.startswith(study.HEADLINE)  # the report's summary finds FLAT's arm, first
+    assert first["id"] == study.CENTRAL  # the report's summary finds FLAT's arm, first
     assert first.verdict == central
     assert table[table.quantity.str.contains("largest at small batches")].iloc[0].verdict == small
 
@@ -197,7 +197,7 @@ def test_every_published_number_has_a_row_with_an_evidence_tag():
     table = study.paper_vs_reproduced(study.analyze(fake_runs({16: 1.0, 32: 1.0}), s), s, 1e-16)
     assert list(table.columns) == ["quantity", "ours", "ci_level", "paper", "evidence", "n", "p", "p_holm", "power",
                                    "seeds_needed", "verdict", "kind", "seeds_parameters",
-                                   "measure", "level", "effect_sd", "cells", "published", "plan_key", "record"]
+                                   "measure", "level", "effect_sd", "cells", "published", "id", "record"]
     text = " ".join(table.paper)
     for number in ("56.74", "54.62", "56.25", "53.98", "+0.28", "+0.36", "+1.69"):
         assert number in text
@@ -376,7 +376,8 @@ def test_the_figures_intervals_are_the_verdicts_at_their_level_and_absent_below_
         for metric in ("probe_top1", "knn_top1"):
             drawn = [(segment[0][1], segment[1][1]) for segment in bars[f"_interval:{metric}"]]
             expected = [(intervals.loc[(metric, b)].ci_low, intervals.loc[(metric, b)].ci_high) for b in (16, 64)]
-            assert drawn == pytest.approx(expected)
+            assert len(drawn) == len(expected) == 2  # every interval, both ends (approx compares flat lists only)
+            assert [v for pair in drawn for v in pair] == pytest.approx([v for pair in expected for v in pair])
         assert set(plotted(fig, "mean without interval")) == {("linear", "probe_top1", 256),
                                                               ("linear", "knn_top1", 256)}
         legend = " ".join(text.get_text() for text in fig.legends[0].get_texts())
@@ -398,7 +399,7 @@ def test_the_small_batch_point_is_read_apart_paired_by_seed_beside_the_shipped_r
     assert set(out["cells"].batch_size) == {32, 128} and len(out["points"]["small-batch"]) == 6
     table = study.paper_vs_reproduced(out, s, 0.0)
     row = table[table.quantity.str.startswith("[small-batch: batch size 16, epochs 6] ")].iloc[0]
-    assert row.quantity.split("] ", 1)[1].startswith(study.HEADLINE) and row.n == "3 vs 3"
+    assert row["id"] == verdicts.point_id(study.CENTRAL, "small-batch") and row.n == "3 vs 3"
     by_seed = point.pivot(index="seed", columns="loss", values="probe_top1")
     estimate = float(json.loads(row.record)["estimate"])
     assert estimate == pytest.approx(100 * (by_seed.flatnce - by_seed.infonce).mean(), rel=1e-9)

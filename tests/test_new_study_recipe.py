@@ -1,7 +1,10 @@
 """docs/layout.md's recipe for a new study, followed for a toy seventh study in a copy of the project (nothing of
 it is shipped): its module on study 6's run family, its registry line, its notebook with the parameters cell that
 ``python -m lib.notebook --parameters 07 --write`` creates, then ``python -m lib.run_all --only 07 --profile
-smoke``: it plans, trains and renders, and its verdict table comes from the verdict engine."""
+smoke``: it plans, trains and renders, and its verdict table comes from the verdict engine, its row made from a
+declared statement (``STATEMENTS``, id ``s7.separation``) and marked as the study's ``CENTRAL`` claim."""
+import importlib.util
+import json
 import shutil
 import subprocess
 import sys
@@ -12,6 +15,7 @@ import pandas as pd
 import pytest
 
 from lib import PROJECT_ROOT
+from lib.studies.study import is_central
 
 TOY_MODULE = '''
 """A toy seventh study (tests/test_new_study_recipe.py): in the minimal collapse model, do more frustrated
@@ -29,7 +33,7 @@ from lib.core.settings import setting
 STUDY = "07_toy_collapse"
 PAPER_DATA = "none: a toy"
 QUESTION = "Do more frustrated samples shrink the label geometry further?"
-HEADLINE = "final separation, r = 0 over r = 0.2"
+CENTRAL = "s7.separation"  # the id of the central claim's row
 SCALE = ("num_classes", "embed_dim", "steps", "seeds")
 TRAIN = train_collapse
 PROFILES = {name: dict(num_classes=4, embed_dim=8, samples_per_class=10, steps=200, seeds=3)
@@ -72,10 +76,18 @@ def analyze(runs: pd.DataFrame, s: dict) -> pd.DataFrame:
     return runs.groupby("r").separation.agg(["mean", "std", "count"]).reset_index()
 
 
+STATEMENTS = (
+    verdicts.Statement("s7.separation", paper="more frustrated samples shrink the label geometry further",
+                       evidence="[ours]", ours="final min label distance over its start, r = 0 over r = 0.2, "
+                       "per seed", conditions="none stated", measure="ratio", published=2.0, family="toy"),
+)
+
+
 def paper_vs_reproduced(runs: pd.DataFrame) -> pd.DataFrame:
     def arm(r):
         return {int(x.seed): float(x.separation) for x in runs[runs.r == r].itertuples()}
-    claim = verdicts.Claim(HEADLINE, "ratio", 2.0, "[ours]", "toy")
+    claim = verdicts.statement_of(STATEMENTS, "s7.separation").claim(
+        "final separation, r = 0 over r = 0.2", cells=(verdicts.cell(r=0.0), verdicts.cell(r=0.2)))
     return verdicts.table(verdicts.decide([verdicts.evaluate(claim, arm(0.0), arm(0.2))]))
 '''
 
@@ -94,8 +106,7 @@ display(study.analyze(runs, nb.settings))
 
 # %% tags=["findings"]
 table = study.paper_vs_reproduced(runs)
-table.to_csv(nb.store.root / "tables" / f"{study.STUDY}_{nb.settings['profile']}_paper_vs_reproduced.csv",
-             index=False)
+nb.store.write_frame("paper_vs_reproduced", table)  # the reader's CSV and the typed records (_verdicts.json)
 display(table)
 '''
 
@@ -140,5 +151,21 @@ def test_a_seventh_study_by_the_recipe_plans_runs_and_renders(house):
     assert "07_toy_collapse.ipynb: 0 of 6 runs recorded, 6 to train" in rendered.stdout
     assert (house / "results" / "notebooks" / "07_toy_collapse_smoke_report.html").exists()
     assert len(list((house / "results" / "runs" / "07_toy_collapse" / "smoke").glob("*.json"))) == 6
-    table = pd.read_csv(house / "results" / "tables" / "07_toy_collapse_smoke_paper_vs_reproduced.csv")
+    tables = house / "results" / "tables"
+    table = pd.read_csv(tables / "07_toy_collapse_smoke_paper_vs_reproduced.csv")
     assert list(table.quantity) == ["final separation, r = 0 over r = 0.2"] and table.n[0] == "3 vs 3"
+    assert list(table["id"]) == ["s7.separation"]  # the row is keyed by its statement's id
+    records = json.loads((tables / "07_toy_collapse_smoke_verdicts.json").read_text(encoding="utf-8"))
+    assert [r["id"] for r in records] == ["s7.separation"]
+    assert records[0]["measure"] == "ratio" and records[0]["published"] == 2.0 and records[0]["family"] == "toy"
+    assert records[0]["cells"] == [{"r": 0.0}, {"r": 0.2}]
+    spec = importlib.util.spec_from_file_location("toy_collapse", house / "lib" / "studies" / "toy_collapse.py")
+    toy = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(toy)
+    assert is_central(records[0]["id"], toy) and not is_central("s7.other", toy)
+    html = (house / "results" / "notebooks" / "07_toy_collapse_smoke_report.html").read_text(encoding="utf-8")
+    assert "<b>central claim</b>: final separation, r = 0 over r = 0.2" in html  # the notebook marks its row
+    claims = run(house, "-m", "lib.studies.claims")  # docs/claims.md from every registered study's STATEMENTS
+    assert claims.returncode == 0, claims.stderr
+    text = (house / "docs" / "claims.md").read_text(encoding="utf-8")
+    assert "## 07_toy_collapse" in text and "| `s7.separation` | more frustrated samples" in text

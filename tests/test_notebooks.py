@@ -3,6 +3,7 @@ import ast
 import hashlib
 import html
 import inspect
+import json
 import re
 import shutil
 import subprocess
@@ -348,9 +349,11 @@ def test_an_anova_table_shows_no_nan():
 
 
 def test_a_verdict_table_is_coloured_by_verdict_as_in_the_report():
-    """lib.notebook.frame_html on a table of lib.core.verdicts: the reader's columns, no index, each row's class the
-    verdict's (lib.core.verdicts.css_class, which the report uses too), and the cells escaped."""
+    """lib.notebook.frame_html on a table of lib.core.verdicts: the reader's columns, no index, each row's class its
+    typed record's verdict word's (lib.core.verdict_html.record_css, lib.core.verdicts.CLASSES, which the report uses
+    too; never parsed from the verdict's sentence), and the cells escaped."""
     import html
+    import json
     import re
 
     import numpy as np
@@ -362,13 +365,18 @@ def test_a_verdict_table_is_coloured_by_verdict_as_in_the_report():
     a = {i: float(x) * 2 for i, x in enumerate(z)}
     b = {i: float(x) for i, x in enumerate(z)}
     table = verdicts.table(verdicts.decide([
-        verdicts.evaluate(verdicts.Claim("VR <clamp>", "variance_ratio", 5.9), a, b),
-        verdicts.evaluate(verdicts.Claim("CIFAR-100 VR", "variance_ratio", 0.39)),
+        verdicts.evaluate(verdicts.Claim("VR <clamp>", "variance_ratio", 5.9, id="s1.vr"), a, b),
+        verdicts.evaluate(verdicts.Claim("CIFAR-100 VR", "variance_ratio", 0.39, id="s2.cifar100_vr")),
+        verdicts.evaluate(verdicts.Claim("VR <clamp>, all seeds", "variance_ratio", 5.9, kind="exploratory",
+                                         id="s1.vr_all"), a, b),
         verdicts.check("twins", "5/5 identical")]))
+    assert table.verdict[0].startswith("inconclusive (power ")  # a sentence: its class comes from the record's word
     page = frame_html(table)
     rows = re.findall(r'<tr class="([a-z-]+)">(.*?)</tr>', page)
-    assert [css for css, _ in rows] == ["inconclusive", "not-measured", "check"]
-    assert [verdicts.css_class(v) for v in table.verdict] == [css for css, _ in rows]
+    assert [css for css, _ in rows] == ["inconclusive", "not-measured", "exploratory", "check"]
+    assert [verdict_html.record_css(row) for _, row in table.iterrows()] == [css for css, _ in rows]
+    assert [verdicts.CLASSES[json.loads(record)["verdict"]] for record in table.record] == [css for css, _ in rows]
+    assert verdict_html.record_css(table.drop(columns="record").iloc[0]) == "other"  # no record: no verdict's class
     header = re.search(r"<thead><tr>(.*?)</tr></thead>", page)[1]
     assert re.findall(r"<th>(.*?)</th>", header) == [html.escape(verdict_html.header(c)) for c in verdicts.SHOWN]
     assert "p, Holm-adjusted" in header and "p_holm" not in header  # headers in words
@@ -388,8 +396,10 @@ def test_a_verdict_table_marks_the_central_claim_and_groups_an_arms_rows_under_i
     frame = pd.DataFrame({"quantity": ["[rule A] gain, mean", "[rule A] gain at B = 16", "[rule B] gain, mean",
                                        "identity"],
                           "paper": ["> 0", "> 0", "> 0", ""], "verdict": ["inconclusive", "reproduced",
-                                                                            "contradicted", "check"]})
-    page = verdict_html.table_html(frame, ["quantity", "paper", "verdict"], central="[rule A] gain, mean")
+                                                                            "contradicted", "check"],
+                          "id": ["s5.gain:A", "s5.gain_at:A/16", "s5.gain:B", "identity"]})
+    frame["record"] = [json.dumps({"verdict": v}) for v in frame.verdict]
+    page = verdict_html.table_html(frame, ["quantity", "paper", "verdict"], central=lambda i: i == "s5.gain:A")
     rows = re.findall(r'<tr class="([a-z -]+)">(.*?)</tr>', page)
     assert [css for css, _ in rows] == ["arm", "inconclusive central", "reproduced", "arm", "contradicted", "check"]
     assert ">rule A</td>" in rows[0][1] and ">rule B</td>" in rows[3][1]

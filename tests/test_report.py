@@ -13,10 +13,12 @@ from types import SimpleNamespace
 
 import matplotlib
 import nbformat
+import numpy as np
 import pandas as pd
 import pytest
 
 from lib import PROJECT_ROOT, decide, report
+from lib.core import verdicts
 from lib.core.verdict_html import human
 from lib.report import (
     KINDS,
@@ -28,21 +30,26 @@ from lib.report import (
     verdict_kind,
     write_index,
 )
+from lib.run.results import ResultsStore
 from lib.studies import STUDIES, find_study
 from lib.studies.coverage import coverage
 from lib.studies.extension import BUDGET_HOURS
+from lib.studies.study import is_central
 
 matplotlib.use("Agg")
 
 SHIPPED = PROJECT_ROOT / "results"
-# The verdicts of lib.core.verdicts' grammar, each with the CSS class a reader should see counted
+# The verdict words of lib.core.verdicts' grammar (a typed record's "verdict"), in its order, each with the CSS class
+# a reader should see counted
 KNOWN = [("reproduced", "reproduced"), ("reproduced, smaller", "smaller"), ("contradicted", "contradicted"),
-         ("not reproduced", "not-reproduced"), ("inconclusive (power 33%; 12 seeds per arm for 80%)", "inconclusive"),
-         ("not measured", "not-measured"), ("check", "check")]
-# verdict texts with what decided them, as lib.core.verdicts writes them
-ANNOTATED = [("not in the paper's regime (layer-0 CAR of the clamp arm, final epoch (%) 32.4 < 50)", "out-of-regime"),
-             ("inconclusive (decided by Brown–Forsythe, p 0.19; F-test p 0.0031)", "inconclusive"),
-             ("reproduced (decided by F-test, p 0.001; Brown–Forsythe p 0.03)", "reproduced")]
+         ("not reproduced", "not-reproduced"), ("inconclusive", "inconclusive"), ("not measured", "not-measured"),
+         ("not in the paper's regime", "out-of-regime"), ("exploratory", "exploratory"), ("check", "check")]
+# verdicts as a table shows them (Assessment.verdict_text), with what decided them: sentences, never looked up
+SENTENCES = ["inconclusive (power 33%; 12 seeds per arm for 80%)",
+             "not in the paper's regime (layer-0 CAR of the clamp arm, final epoch (%) 32.4 < 50)",
+             "inconclusive (decided by Brown–Forsythe, p 0.19; F-test p 0.0031)",
+             "reproduced (decided by F-test, p 0.001; Brown–Forsythe p 0.03)",
+             "reproduced (direction and significance)", "close (within 15 points)", "a verdict no rule knows", ""]
 
 
 def _png() -> str:
@@ -56,28 +63,63 @@ def _png() -> str:
     return base64.b64encode(buffer.getvalue()).decode()
 
 
-def _verdict_table(path: Path, verdicts: list[str], *, engine: bool = True,
-                   quantities: list[str] | None = None) -> None:
-    """A paper-vs-reproduced table as a notebook writes it: through lib.core.verdicts (``engine``: its columns), or
-    as tables were written before it (quantity, ours, paper, evidence, verdict)."""
-    n = len(verdicts)
-    frame = pd.DataFrame({"quantity": quantities or [f"claim {i} <{i}>" for i in range(n)],
-                          "ours": [f"{i}.5 [{i}, {i + 1}]" for i in range(n)], "paper": ["1.0"] * n,
-                          "evidence": ["[paper]"] * n, "verdict": verdicts})
-    if engine:
-        inconclusive = [v.startswith("inconclusive") for v in verdicts]
-        frame = frame.assign(n=["5 vs 5"] * n, p=["0.5"] * n, p_holm=["1"] * n,
-                             power=["33%" if i else "90%" for i in inconclusive],
-                             seeds_needed=["12" if i else "2" for i in inconclusive],
-                             kind=["check" if v == "check" else "claim" for v in verdicts],
-                             seeds_parameters=["" if v == "check" else "seeds" for v in verdicts])
-    frame.to_csv(path, index=False)
+def _assessment(word: str, quantity: str, claim_id: str, family: str) -> verdicts.Assessment:
+    """A claim of one arm (``one_sample``, 5 seeds) whose observations lib.core.verdicts decides as ``word``, alone in
+    its family; a check of ours for "check"."""
+    z = np.array([-1.2, -0.4, 0.0, 0.5, 1.1])
+
+    def seeds(values):
+        return {seed: float(x) for seed, x in enumerate(values)}
+
+    def claim(published, **fields):
+        return verdicts.Claim(quantity, "one_sample", published, evidence="[paper]", family=family, id=claim_id,
+                              **fields)
+
+    if word == "check":
+        return verdicts.check(quantity, "5/5 identical")
+    regime = verdicts.Regime("layer-0 CAR of the clamp arm, final epoch (%)", 50.0, "CAR above half", "[paper]")
+    return {"reproduced": lambda: verdicts.evaluate(claim(1.0), seeds(1.0 + 0.05 * z)),
+            "reproduced, smaller": lambda: verdicts.evaluate(claim(10.0), seeds(1.0 + 0.05 * z)),
+            "contradicted": lambda: verdicts.evaluate(claim(1.0), seeds(-1.0 + 0.05 * z)),
+            "not reproduced": lambda: verdicts.evaluate(claim(10.0), seeds(0.1 + 0.2 * z)),
+            "inconclusive": lambda: verdicts.evaluate(claim(1.0), seeds(0.3 + 2.0 * z)),
+            "not measured": lambda: verdicts.evaluate(claim(1.0)),
+            verdicts.OUT_OF_REGIME: lambda: verdicts.evaluate(claim(1.0, regime=regime), seeds(1.0 + 0.05 * z),
+                                                              regime_value=32.4),
+            "exploratory": lambda: verdicts.evaluate(claim(1.0, kind="exploratory"), seeds(1.0 + 0.05 * z)),
+            }[word]()
+
+
+def _verdict_table(results: Path, study: str, profile: str, words: list[str], *, ids: list[str] | None = None,
+                   quantities: list[str] | None = None) -> pd.DataFrame:
+    """A verdict table as a notebook writes it: one assessment per verdict word, decided by lib.core.verdicts
+    (``verdicts.table(verdicts.decide(...))``), written by the store (``ResultsStore.write_frame``: the reader's CSV
+    and the typed records the report reads). ``ids``: each claim's id (a check's is its quantity); the table, as
+    written, is returned."""
+    quantities = quantities or [f"claim {i} <{i}>" for i in range(len(words))]
+    ids = ids or [f"s{int(study[:2])}.claim_{i}" for i in range(len(words))]
+    decided = verdicts.decide([_assessment(word, quantity, claim_id, f"family {i}")
+                               for i, (word, quantity, claim_id) in enumerate(zip(words, quantities, ids))])
+    assert [a.verdict for a in decided] == words  # the fixture is what it says
+    frame = verdicts.table(decided)
+    ResultsStore(results, study, profile).write_frame("paper_vs_reproduced", frame)
+    return frame
+
+
+def _drop_shown(results: Path, study: str, profile: str) -> list[dict]:
+    """The store's typed records as the engine wrote them before records carried their row's text (no "shown", as
+    the records shipped before it): rewritten in place, and returned."""
+    store = ResultsStore(results, study, profile)
+    records = [{key: value for key, value in record.items() if key != "shown"} for record in store.verdict_records()]
+    store.verdicts_path.write_text(json.dumps(records, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return records
 
 
 @pytest.fixture
 def results(tmp_path):
     """A results folder as the notebooks leave it: study 1 rendered at cpu (tagged key figure; runs from
-    two commits, one of them with uncommitted changes) and quick, study 6 at quick without a verdict table."""
+    two commits, one of them with uncommitted changes; a verdict of each word of the grammar) and quick, study 6 at
+    quick without a verdict table."""
     (tmp_path / "notebooks").mkdir()
     (tmp_path / "tables").mkdir()
     first = nbformat.v4.new_code_cell("plot()")
@@ -90,8 +132,8 @@ def results(tmp_path):
     for name in ("01_margin_factorial_quick", "06_stop_gradient_collapse_quick"):
         nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")]),
                        tmp_path / "notebooks" / f"{name}.ipynb")
-    _verdict_table(tmp_path / "tables" / "01_margin_factorial_cpu_paper_vs_reproduced.csv", [v for v, _ in KNOWN])
-    _verdict_table(tmp_path / "tables" / "01_margin_factorial_quick_paper_vs_reproduced.csv", ["not measured"])
+    _verdict_table(tmp_path, "01_margin_factorial", "cpu", [word for word, _ in KNOWN])
+    _verdict_table(tmp_path, "01_margin_factorial", "quick", ["not measured"])
     pd.DataFrame({"run_id": list("abcde"), "dataset": ["cifar10"] * 5, "status": ["ok"] * 4 + ["diverged"],
                   "git_commit": ["0123456789abcdef"] * 3 + ["fedcba9876543210"] * 2,
                   "git_dirty": [False, False, False, True, True]}
@@ -109,46 +151,90 @@ def badge_counts(cell: str) -> dict[str, int]:
     return {kind: int(n) for kind, n in re.findall(r'<span class="badge ([a-z-]+)"[^>]*>[^<]*? (\d+)</span>', cell)}
 
 
-def expected_classes(table: pd.DataFrame) -> list[str]:
-    """The CSS class of each row: the grammar's, or "superseded" for a table written before the engine."""
-    if "power" not in table:
-        return ["superseded"] * len(table)
-    return [verdict_kind(v) for v in table.verdict.fillna("")]
+def expected_classes(records: list[dict]) -> list[str]:
+    """The CSS class of each typed record's row: its verdict word's in the grammar, or "superseded" for a record
+    written before records carried their row's text."""
+    return [verdict_kind(record["verdict"]) if "shown" in record else "superseded" for record in records]
 
 
-def test_verdict_kinds_are_the_grammar_of_lib_verdicts():
-    for verdict, kind in KNOWN + ANNOTATED:
-        assert verdict_kind(verdict) == kind, verdict
-    assert set(KINDS) == {kind for _, kind in KNOWN + ANNOTATED} | {"superseded"}
-    for words in ("reproduced (direction and significance)", "close (within 15 points)", "a verdict no rule knows"):
-        assert verdict_kind(words) is None  # words outside the grammar are never counted as one of its verdicts
+def test_verdict_kinds_are_the_words_of_lib_verdicts():
+    """A row's class is looked up by its typed record's verdict word: one class for each word of the grammar, each
+    with its label on the page; a verdict as a table shows it (a sentence) is never parsed into one."""
+    assert [word for word, _ in KNOWN] == list(verdicts.VERDICTS)
+    for word, kind in KNOWN:
+        assert verdict_kind(word) == kind, word
+    assert set(KINDS) == {kind for _, kind in KNOWN} | {"superseded"}
+    for text in SENTENCES:
+        assert verdict_kind(text) is None, text  # words outside the grammar are never counted as one of its verdicts
+
+
+def test_the_report_reads_the_typed_records_never_the_readers_csv(results):
+    """report.verdicts: a row per typed record, in the records' order, with the text of its row as the reader's table
+    shows it and its class from the record's verdict word (the inconclusive row's text is a sentence); the CSV beside
+    the records is the reader's, and nothing the report shows changes with it. A record without its row's text is
+    "superseded"; a store without records has no table, whatever CSV lies beside it."""
+    written = pd.read_csv(results / "tables" / "01_margin_factorial_cpu_paper_vs_reproduced.csv", dtype=str)
+    records = ResultsStore(results, "01_margin_factorial", "cpu").verdict_records()
+    frame = report.verdicts(results, "01_margin_factorial", "cpu")
+    assert list(frame["id"]) == [record["id"] for record in records] == list(written["id"])
+    assert list(frame.verdict_word) == [record["verdict"] for record in records] == [word for word, _ in KNOWN]
+    assert list(frame.css) == [kind for _, kind in KNOWN]
+    for column in ("quantity", "ours", "paper", "n", "power", "verdict"):
+        assert list(frame[column]) == list(written[column].fillna("")), column
+    assert frame.set_index("id").loc["s1.claim_4", "verdict"].startswith("inconclusive (power ")
+    written.assign(verdict="reproduced", ours="0 [0, 0]").to_csv(
+        results / "tables" / "01_margin_factorial_cpu_paper_vs_reproduced.csv", index=False)
+    pd.testing.assert_frame_equal(report.verdicts(results, "01_margin_factorial", "cpu"), frame)
+    _drop_shown(results, "01_margin_factorial", "cpu")
+    old = report.verdicts(results, "01_margin_factorial", "cpu")
+    assert list(old.css) == ["superseded"] * len(KNOWN) and list(old["id"]) == list(frame["id"])
+    ResultsStore(results, "01_margin_factorial", "cpu").verdicts_path.unlink()
+    assert report.verdicts(results, "01_margin_factorial", "cpu") is None
 
 
 def test_every_shipped_verdict_is_in_the_grammar_unless_its_table_awaits_a_re_run():
-    tables = sorted((SHIPPED / "tables").glob("*_paper_vs_reproduced.csv"))
-    assert tables
-    for path in tables:
-        table = pd.read_csv(path, dtype=str)
-        study, profile = re.match(r"(\d\d_[a-z0-9_]+?)_(quick|cpu|paper|smoke)_paper", path.name).groups()
-        if "power" in table:
-            assert None not in expected_classes(table), path.name
-            tested = table[table.kind == "claim"]
-            assert (tested.verdict == "not measured").any() or (tested.power != "–").all(), path.name
-        else:  # written before the engine: allowed only while the profile's re-run is incomplete
+    """Every shipped typed record that carries its row's text: a word of the grammar, its sentence opening with that
+    word and shown as the verdict, one row per id; records without their text only while the profile's re-run is
+    incomplete."""
+    paths = sorted((SHIPPED / "tables").glob("*_verdicts.json"))
+    assert paths
+    for path in paths:
+        study, profile = re.match(r"(\d\d_[a-z0-9_]+?)_(quick|cpu|paper|smoke)_verdicts\.json$", path.name).groups()
+        records = json.loads(path.read_text(encoding="utf-8"))
+        assert records, path.name
+        if all("shown" in record for record in records):
+            ids = [record["id"] for record in records]
+            assert len(set(ids)) == len(ids), path.name  # every reader joins on the id
+            for record in records:
+                where = (path.name, record["id"])
+                assert record["verdict"] in verdicts.VERDICTS and record["kind"] in verdicts.KINDS, where
+                assert verdict_kind(record["verdict"]) in KINDS, where
+                text = record["verdict_text"]
+                assert text == record["verdict"] or text.startswith(record["verdict"] + " ("), where
+                assert record["shown"]["verdict"] == text, where
+            tested = [record for record in records if record["kind"] == "claim"]
+            assert (any(r["verdict"] == "not measured" for r in tested)
+                    or all(r["shown"]["power"] != "–" for r in tested)), path.name
+        else:  # written before records carried their text: allowed only while the profile's re-run is incomplete
             current = coverage(find_study(study), profile, SHIPPED).current
             assert not current, f"{path.name}: re-render it through lib.core.verdicts"
 
 
-def test_every_study_names_a_headline_row_of_its_shipped_tables():
+def test_every_study_names_the_id_of_a_central_row_of_its_shipped_tables():
     for study in STUDIES.values():
-        assert study.module.QUESTION and "\n" not in study.module.QUESTION
-        # the quick tables are re-rendered by the main job; a cpu table may predate today's row names until its
-        # re-run, and then the summary shows no headline badge (test_summary_counts_equal_the_shipped_tables)
-        for table in (SHIPPED / "tables").glob(f"{study.name}_quick_paper_vs_reproduced.csv"):
-            table = pd.read_csv(table, dtype=str)
-            named = table[table.quantity.str.startswith(study.module.HEADLINE)]
-            assert len(named) == 1, f"{study.name}: {study.module.HEADLINE}"
-            assert named.iloc[0].kind == "claim", f"{study.name}: the headline is a check, not the paper's claim"
+        module = study.module
+        assert module.QUESTION and "\n" not in module.QUESTION
+        # the central id is a claim the study declares, and central at the profile's own setting
+        verdicts.statement_of(module.STATEMENTS, verdicts.statement_id(module.CENTRAL))
+        assert is_central(module.CENTRAL, module)
+        # the quick tables are re-rendered by the main job; a cpu table may predate today's ids until its re-run,
+        # and then the summary shows no headline badge (test_summary_counts_equal_the_shipped_tables)
+        records = ResultsStore(SHIPPED, study.name, "quick").verdict_records()
+        if records is None:
+            continue
+        named = [record for record in records if record["id"] == module.CENTRAL]
+        assert len(named) == 1, f"{study.name}: {module.CENTRAL}"
+        assert named[0]["kind"] == "claim", f"{study.name}: the central row is a check, not the paper's claim"
 
 
 def test_summary_has_a_row_per_study_with_its_verdicts_counted_by_kind(results):
@@ -164,31 +250,48 @@ def test_summary_has_a_row_per_study_with_its_verdicts_counted_by_kind(results):
     assert 'href="#01_margin_factorial_cpu"' in rows["01_margin_factorial"]
     assert 'href="#01_margin_factorial_quick"' in rows["01_margin_factorial"]  # the other profile, linked
     assert "no verdicts" in rows["06_stop_gradient_collapse"] and badge_counts(rows["06_stop_gradient_collapse"]) == {}
-    # the headline: study 1 names no row of this table, and a badge never comes from another row
-    assert "this table has no headline row" in rows["01_margin_factorial"]
+    # the headline: no row of this table has study 1's central id, and a badge never comes from another row
+    assert (f"this table has no row of its central claim ({STUDIES['01'].module.CENTRAL})"
+            in rows["01_margin_factorial"])
     for link in re.findall(r'href="#([^"]+)"', "".join(rows.values())):
         assert f'<h2 id="{link}">' in page
-    # each verdict row of the section carries its class
-    assert page.count('<tr class="check">') == 1 and page.count('<tr class="inconclusive">') == 1
+    # each verdict row of the cpu section carries its class
+    section = page[page.index('<h2 id="01_margin_factorial_cpu">'):]
+    section = section[:section.index("<h2", 1)]
+    assert re.findall(r'<tr class="([a-z -]+)">', section) == [kind for _, kind in KNOWN]
 
 
 def test_the_headline_is_the_central_claim_with_its_ci_and_power(results):
-    headline = STUDIES["01"].module.HEADLINE
-    _verdict_table(results / "tables" / "01_margin_factorial_cpu_paper_vs_reproduced.csv",
-                   ["check", "inconclusive (power 33%; 12 seeds per arm for 80%)"],
-                   quantities=["a check of ours", f"{headline}, seeds as the unit"])
+    """The summary's headline is the row whose id is the module's CENTRAL, at the profile's own setting: not the
+    same claim read at an operating point (a row above it, with another verdict), nor a check."""
+    module = STUDIES["01"].module
+    point = next(iter(module.OPERATING_POINTS))
+    frame = _verdict_table(results, "01_margin_factorial", "cpu", ["reproduced", "check", "inconclusive"],
+                           ids=[verdicts.point_id(module.CENTRAL, point), "", module.CENTRAL],
+                           quantities=[f"[{point}: epochs 2] VR of the paper", "a check of ours",
+                                       "VR of the paper, seeds as the unit"])
+    central = frame.set_index("id").loc[module.CENTRAL]
+    at_point = frame.set_index("id").loc[verdicts.point_id(module.CENTRAL, point)]
+    assert central.verdict.startswith("inconclusive (power ") and at_point.ours != central.ours
     row = summary_rows(write_index(results).read_text())["01_margin_factorial"]
-    assert re.search(r'<span class="badge inconclusive"[^>]*>inconclusive \(power 33%; 12 seeds per arm for 80%\)'
-                     r"</span> " + re.escape(html.escape(headline)), row)
-    assert "ours <b>1.5 [1, 2]</b>; the paper's: 1.0; power 33% at the paper's value, 5 vs 5 seeds" in row
+    assert re.search(r'<span class="badge inconclusive"[^>]*>' + re.escape(html.escape(central.verdict)) + "</span> "
+                     + re.escape(html.escape(human(central.quantity))), row)
+    assert (f"ours <b>{html.escape(central.ours)}</b>; the paper's: {html.escape(central.paper)}; power "
+            f"{central.power} at the paper's value, {central.n} seeds") in row
+    assert f"<b>{html.escape(at_point.ours)}</b>" not in row
 
 
-def test_a_table_written_before_the_engine_is_shown_apart_and_never_counted(results):
-    _verdict_table(results / "tables" / "01_margin_factorial_cpu_paper_vs_reproduced.csv",
-                   ["reproduced (direction and significance)", "close (within 15 points)"], engine=False)
+def test_a_table_written_before_records_carried_their_text_is_shown_apart_and_never_counted(results):
+    """Typed records without their row's text (as the engine wrote them before): every row "superseded", whatever its
+    verdict word, the central claim's too; none is counted as a verdict of the grammar."""
+    module = STUDIES["01"].module
+    _verdict_table(results, "01_margin_factorial", "cpu", ["reproduced", "inconclusive"],
+                   ids=[module.CENTRAL, "s1.claim_1"])
+    _drop_shown(results, "01_margin_factorial", "cpu")
     page = write_index(results).read_text()
     assert badge_counts(summary_rows(page)["01_margin_factorial"]) == {"superseded": 2}
-    assert "was written before the verdict engine" in page and page.count('<tr class="superseded">') == 2
+    assert "was written before the verdict engine" in page
+    assert len(re.findall(r'<tr class="superseded[ "]', page)) == 2
     assert '<span class="badge reproduced"' not in re.sub(r'<dl class="glossary">.*?</dl>', "", page, flags=re.S)
 
 
@@ -267,13 +370,15 @@ def test_summary_counts_equal_the_shipped_tables(tmp_path):
     assert sorted(rows) == studies
     for study, row in rows.items():
         shown = re.search(r'<div class="meta">(\w+)', row)[1]
-        table = pd.read_csv(SHIPPED / "tables" / f"{study}_{shown}_paper_vs_reproduced.csv", dtype=str)
-        assert badge_counts(row) == dict(Counter(expected_classes(table)))
-        named = table[table.quantity.str.startswith(STUDIES[study[:2]].module.HEADLINE)]
-        if len(named):
-            assert f"<b>{html.escape(named.iloc[0].ours)}</b>" in row
+        records = ResultsStore(SHIPPED, study, shown).verdict_records()
+        assert records is not None, f"{study} {shown}: no typed records"
+        assert badge_counts(row) == dict(Counter(expected_classes(records)))
+        named = [record for record in records if record["id"] == STUDIES[study[:2]].module.CENTRAL]
+        if named:
+            assert "shown" in named[0], f"{study} {shown}: records written before they carried their text"
+            assert f"<b>{html.escape(named[0]['shown']['ours'])}</b>" in row
         else:  # an older table without the row: no headline badge (never another row's)
-            assert "this table has no headline row" in row
+            assert "this table has no row of its central claim" in row
 
 
 def test_sections_show_provenance_verdicts_and_figure(results):
@@ -349,19 +454,25 @@ def test_variants_are_listed_on_their_own_page_and_never_change_the_shipped_one(
 def test_the_variants_page_sets_each_variants_central_verdict_beside_the_shipped_one(results):
     """Issue 50: a variant reads like a result; its row says what its central claim came to beside the shipped
     verdict. A variant store made of the shipped quick verdict table of study 1, its central row changed as a variant
-    of other seeds might change it, beside the shipped table itself; records only, not rendered, and a rendered one."""
-    name = "01_margin_factorial_quick_paper_vs_reproduced.csv"
-    shutil.copy(SHIPPED / "tables" / name, results / "tables" / name)
+    of other seeds might change it, beside the shipped table itself; records only, not rendered, and a rendered one.
+    (The shipped typed records of study 1 at quick, its central record carrying its row's text.)"""
+    here = ResultsStore(results, "01_margin_factorial", "quick")
+    shutil.copy(ResultsStore(SHIPPED, "01_margin_factorial", "quick").verdicts_path, here.verdicts_path)
     module = find_study("01").module
     shipped = report.headline_row(report.verdicts(results, "01_margin_factorial", "quick"), module)
+    assert shipped is not None and shipped.css != "superseded", "re-render study 1 at quick: its records lack text"
     for variant, verdict in (("seeds-9", "reproduced"), ("m0-0.3", "contradicted")):
         root = results / "variants" / variant
         (root / "tables").mkdir(parents=True)
         (root / "runs" / "01_margin_factorial" / "quick").mkdir(parents=True)
         (root / "runs" / "01_margin_factorial" / "quick" / "0123456789abcdef.json").write_text("{}")
-        table = pd.read_csv(results / "tables" / name, dtype=str)
-        table.loc[table.quantity.str.startswith(module.HEADLINE), ["verdict", "ours"]] = [verdict, f"{verdict} VR"]
-        table.to_csv(root / "tables" / name, index=False)
+        records = here.verdict_records()
+        central = [record for record in records if record["id"] == module.CENTRAL]
+        assert len(central) == 1
+        central[0].update(verdict=verdict, verdict_text=verdict)
+        central[0]["shown"].update(verdict=verdict, ours=f"{verdict} VR")
+        ResultsStore(root, "01_margin_factorial", "quick").verdicts_path.write_text(
+            json.dumps(records, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     rendered = results / "variants" / "m0-0.3" / "notebooks"
     rendered.mkdir()
     shutil.copy(results / "notebooks" / "01_margin_factorial_quick.ipynb", rendered)
@@ -382,7 +493,7 @@ def test_a_smoke_run_changes_no_shipped_byte(results):
     shipped = write_index(results).read_bytes()
     shutil.copy(results / "notebooks" / "01_margin_factorial_cpu.ipynb",
                 results / "notebooks" / "01_margin_factorial_smoke.ipynb")
-    _verdict_table(results / "tables" / "01_margin_factorial_smoke_paper_vs_reproduced.csv", ["inconclusive"])
+    _verdict_table(results, "01_margin_factorial", "smoke", ["inconclusive"])
     assert write_index(results).read_bytes() == shipped
     smoke = "05_flatnce_batch_size_smoke"
     written = ["results/runs/05_flatnce_batch_size/smoke/0123abcd.json", f"results/datasets/{smoke}.json",
@@ -482,25 +593,30 @@ def test_the_summary_names_the_scale_each_verdict_speaks_for(results):
 
 
 def test_the_readme_names_every_claim_read_at_an_operating_point_the_central_one_first():
-    """Issue 49: the README says what the operating points decided. Rows of a declared operating point (its name in
-    the quantity's brackets) are listed, the central claim's first and as "its" point, another claim by name; a
-    bracket that is no operating point (study 5's arm names) and a check are not."""
-    module = SimpleNamespace(OPERATING_POINTS={"car-matched": {"epochs": 2}}, HEADLINE="VR = Var(clamp)")
-    frame = pd.DataFrame({"quantity": ["VR = Var(clamp) of top-1", "[car-matched: epochs 2] mean difference",
+    """Issue 49: the README says what the operating points decided. Rows of a declared operating point (an id
+    "<claim>@<point>") are listed, the central claim's first and as "its" point, another claim by name; a bracket
+    that is no operating point (study 5's arm names: a part of the id after ":"), a point the module does not declare
+    and a check are not."""
+    module = SimpleNamespace(OPERATING_POINTS={"car-matched": {"epochs": 2}}, CENTRAL="s1.vr")
+    frame = pd.DataFrame({"id": ["s1.vr", "s1.means@car-matched", "s1.vr@car-matched", "s5.gain:flat",
+                                 "s1.car@car-matched", "s1.vr@elsewhere"],
+                          "quantity": ["VR = Var(clamp) of top-1", "[car-matched: epochs 2] mean difference",
                                        "[car-matched: epochs 2] VR = Var(clamp) of top-1", "[FLAT's rule] gain",
-                                       "[car-matched: epochs 2] CAR"],
-                          "ours": ["0.3 [0.1, 4]", "2 [0.2, 3.9]", "1.1 [0.4, 3.4]", "1 [0, 2]", "53 [52, 54]"],
+                                       "[car-matched: epochs 2] CAR", "[elsewhere: epochs 9] VR = Var(clamp) of top-1"],
+                          "ours": ["0.3 [0.1, 4]", "2 [0.2, 3.9]", "1.1 [0.4, 3.4]", "1 [0, 2]", "53 [52, 54]",
+                                   "0.9 [0.2, 5]"],
                           "verdict": ["not in the paper's regime", "inconclusive", "inconclusive", "inconclusive",
-                                      "check"],
-                          "kind": ["claim", "claim", "claim", "claim", "check"]})
+                                      "check", "inconclusive"],
+                          "kind": ["claim", "claim", "claim", "claim", "check", "claim"]})
+    assert [is_central(claim_id, module) for claim_id in frame["id"]] == [True, False, True, False, False, False]
     rows = report.operating_point_rows(frame, module)
-    assert list(rows.quantity) == ["[car-matched: epochs 2] VR = Var(clamp) of top-1",
-                                   "[car-matched: epochs 2] mean difference"]
+    assert list(rows["id"]) == ["s1.vr@car-matched", "s1.means@car-matched"]
     sentences = [report.operating_point_sentence(row, module) for row in rows.itertuples()]
     assert sentences == [" At its operating point [car-matched: epochs 2]: 1.1 [0.4, 3.4], *inconclusive*.",
                          " At the operating point [car-matched: epochs 2], mean difference: 2 [0.2, 3.9], "
                          "*inconclusive*."]
-    assert report.operating_point_rows(frame, SimpleNamespace(HEADLINE="gain")).empty  # a study with none
+    for none in (SimpleNamespace(CENTRAL="s1.vr", OPERATING_POINTS={}), SimpleNamespace(CENTRAL="s1.vr")):
+        assert report.operating_point_rows(frame, none).empty  # a study with none
 
 
 def test_the_cost_table_counts_every_record_and_the_decided_claims_of_the_typed_records(tmp_path):
@@ -522,8 +638,8 @@ def test_the_cost_table_counts_every_record_and_the_decided_claims_of_the_typed_
         answered = [r for r in typed if r["verdict"] in ("reproduced", "reproduced, smaller", "contradicted",
                                                          "not reproduced")]
         assert (int(decided), int(claims)) == (len(answered), len(typed))
-        headline = report.study_module(study).HEADLINE
-        assert (central == "yes") == any(r["quantity"].startswith(headline) for r in answered)
+        module = report.study_module(study)
+        assert (central == "yes") == any(is_central(r["id"], module) for r in answered)
     assert f"Central claims decided: {sum(r[-1] == 'yes' for r in rows)} of 6." in section
 
 

@@ -219,7 +219,7 @@ def test_the_simulated_rule_is_the_engines_rule_at_look_two():
             a, b = sequential._arms(test, rng.normal(0, 1) * abs(published), 12, 1, rng, "normal")
             engine = verdicts.decide([verdicts.evaluate(claim, dict(enumerate(a[0])),
                                                         None if b is None else dict(enumerate(b[0])))],
-                                     {claim.plan_key: sequential.Look(design, 2)})[0].verdict
+                                     {claim.key: sequential.Look(design, 2)})[0].verdict
             rejects = sequential._p_value(test, a, b)[0] < design.level2
             simulated = bool(sequential._short_of(test, a, b, published, design.level2)[0]) and not rejects
             assert (engine == "not reproduced") == simulated, (test, engine)

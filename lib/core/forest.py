@@ -1,7 +1,7 @@
 """The claims at a glance: a forest plot of typed verdict records, the first thing the index and each report show.
 
     from lib.core.forest import forest_png
-    png = forest_png({"01 margin factorial": records}, central={"01 margin factorial": "VR = Var(clamp)/..."})
+    png = forest_png({"01 margin factorial": records}, central={"01 margin factorial": lambda id: id == "s1.vr"})
 
 One row per tested claim (``kind == "claim"``) that has an estimate: the estimate as a dot and its interval at the
 level the claim was decided at (the record's ``ci``, Holm's α/m), coloured by the verdict (``verdicts.COLOURS``,
@@ -22,6 +22,7 @@ from __future__ import annotations
 import io
 import math
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import matplotlib.style
@@ -147,7 +148,8 @@ def _ratio_ticks(low: float, high: float) -> list[tuple[float, str]]:
     return ticks
 
 
-def _draw(ax, study: str, scale: str, rows: list[dict], undrawn: int, central: str | None, layout: Layout) -> None:
+def _draw(ax, study: str, scale: str, rows: list[dict], undrawn: int, central: Callable[[str], bool] | None,
+          layout: Layout) -> None:
     joint = " · " if layout.labels else "\n"  # a narrow panel's title takes two lines
     ax.set_title(joint.join(p for p in (study, SCALES[scale][0] if scale else "") if p), loc="left", fontsize=10,
                  fontweight="bold")
@@ -181,7 +183,7 @@ def _draw(ax, study: str, scale: str, rows: list[dict], undrawn: int, central: s
             ax.plot([_position(r["published"], log)], [y], marker="D", markersize=6, color="black",
                     markerfacecolor="none", linestyle="none")
     labels = [_label(r, layout.label_chars) for r in rows]
-    bold = [bool(central) and r["quantity"].startswith(central) for r in rows]
+    bold = [central is not None and central(r["id"]) for r in rows]
     if layout.labels:
         ax.set_yticks(range(len(rows)))
         ax.set_yticklabels(labels, fontsize=8)
@@ -201,10 +203,10 @@ def _draw(ax, study: str, scale: str, rows: list[dict], undrawn: int, central: s
     ax.set_axisbelow(True)
 
 
-def forest_figure(studies: dict[str, list[dict]], central: dict[str, str] | None = None,
+def forest_figure(studies: dict[str, list[dict]], central: dict[str, Callable[[str], bool]] | None = None,
                   layout: Layout = WIDE) -> Figure:
     """The forest plot of ``studies`` (a title -> its typed verdict records), one panel per study and scale
-    (:func:`panels`); ``central`` maps a title to its central claim's quantity (a prefix), whose label is bold."""
+    (:func:`panels`); ``central`` maps a title to whether a row's id is its central claim's, whose label is bold."""
     found = panels(studies)
     heights = [max(len(rows), 1) * layout.row for _, _, rows, _ in found]
     total = sum(heights) + len(found) * layout.gap + layout.legend
@@ -226,7 +228,7 @@ def forest_figure(studies: dict[str, list[dict]], central: dict[str, str] | None
     return figure
 
 
-def forest_png(studies: dict[str, list[dict]], central: dict[str, str] | None = None,
+def forest_png(studies: dict[str, list[dict]], central: dict[str, Callable[[str], bool]] | None = None,
                layout: Layout = WIDE) -> bytes:
     """:func:`forest_figure` as PNG bytes, the same on every x86-64 CPU (no software version in the file)."""
     buffer = io.BytesIO()

@@ -9,13 +9,14 @@ and every cell its column's header (``data-label``) for the narrow screen, where
 from __future__ import annotations
 
 import html
+import json
 import re
 from typing import Callable
 
 import pandas as pd
 
 from lib.core.data import DATASETS
-from lib.core.verdicts import css_class
+from lib.core.verdicts import CLASSES
 
 HEADERS = {"quantity": "claim", "ours": "ours [interval]", "ci_level": "interval's level", "paper": "paper",
            "evidence": "evidence", "n": "seeds", "p": "p", "p_holm": "p, Holm-adjusted",
@@ -47,14 +48,21 @@ def header(column: str) -> str:
     return HEADERS.get(column, column.replace("_", " "))
 
 
-def table_html(frame: pd.DataFrame, columns: list[str], *, central: str | None = None,
+def record_css(row: pd.Series) -> str:
+    """A verdict-table row's CSS class: its typed record's verdict's (:data:`lib.core.verdicts.CLASSES`), never parsed
+    from the verdict's text; "other" for a row without a record."""
+    record = row.get("record")
+    return CLASSES.get(json.loads(record)["verdict"], "other") if isinstance(record, str) else "other"
+
+
+def table_html(frame: pd.DataFrame, columns: list[str], *, central: Callable[[str], bool] | None = None,
                css: Callable[[pd.Series], str] | None = None, table_class: str = "verdict-table",
                links: list[tuple[str, str] | None] | None = None) -> str:
     """``frame``'s ``columns`` as an HTML table (no style): one ``<tr>`` per row, with the class ``css(row)``
-    (default: its verdict's, :func:`lib.core.verdicts.css_class`); ``central``: the start of the central claim's
-    quantity (the study's ``HEADLINE``), whose row is marked. ``links``: per row of ``frame``, (escaped href, text) or
-    None, shown in a last column "records" (the report links each claim to the run records it reads)."""
-    css = css or (lambda row: css_class(str(row["verdict"])) or "other")
+    (default: its typed record's verdict's, :func:`record_css`); ``central``: whether a row's ``id`` is the study's
+    central claim's (``lib.studies.study.is_central``), whose row is marked. ``links``: per row of ``frame``, (escaped
+    href, text) or None, shown in a last column "records" (the report links each claim to the run records it reads)."""
+    css = css or record_css
     head = "".join(f"<th>{html.escape(header(c))}</th>" for c in columns) + ("<th>records</th>" if links else "")
     width = len(columns) + bool(links)
     rows, arm, paper_above = [], None, None
@@ -65,7 +73,7 @@ def table_html(frame: pd.DataFrame, columns: list[str], *, central: str | None =
             arm, paper_above = (match[1] if match else None), None
             if arm:
                 rows.append(f'<tr class="arm"><td colspan="{width}">{html.escape(arm[1:-1])}</td></tr>')
-        is_central = central is not None and quantity.startswith(central)
+        is_central = central is not None and central(str(row.get("id", "")))
         cells = []
         for c in columns:
             text = str(row[c])

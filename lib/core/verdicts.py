@@ -9,7 +9,8 @@ estimate, the raw p, the interval, the power at the published effect and the see
 :func:`decide` adjusts the p-values within each family (Holm), takes every interval, power and seeds-needed
 at the level Holm gives each claim (α/m in a family of m) and gives the verdict, in one grammar for every study:
 
-1. no data → *not measured*; a check of our own → *check*
+1. no data → *not measured*; a check of our own → *check*; a claim read on seeds that its registered version (another
+   id, in a recorded plan) was planned on → *exploratory*: outside every family, it decides nothing
 2. the run misses the paper's stated condition for the claim → *not in the paper's regime*
 3. fewer than 3 seeds in an arm → *inconclusive*, whatever the p
 4. p (Holm) < 0.05 on the published side: *reproduced* when the α/m interval reaches the published value,
@@ -68,10 +69,10 @@ MEASURES = ("variance_ratio", "mean_difference", "paired_difference", "ratio", "
             "vr_contrast")
 TWO_ARMS = ("variance_ratio", "mean_difference", "paired_difference", "ratio", "equivalence")
 RATIO_SCALE = ("variance_ratio", "ratio", "vr_contrast")  # compared on the log scale; null 1
-KINDS = ("claim", "check")
+KINDS = ("claim", "exploratory", "check")  # exploratory: a claim read on seeds its registered version was planned on
 OUT_OF_REGIME = "not in the paper's regime"
 VERDICTS = ("reproduced", "reproduced, smaller", "contradicted", "not reproduced", "inconclusive", "not measured",
-            OUT_OF_REGIME, "check")
+            OUT_OF_REGIME, "exploratory", "check")
 DECIDED = VERDICTS[:4]  # the verdicts that answer the paper's claim, one way or the other
 
 
@@ -164,7 +165,7 @@ class Statement:
     seeds_parameters: tuple[str, ...] = ("seeds",)
 
     def __post_init__(self):
-        if not re.fullmatch(r"s[1-6]\.[a-z0-9_]+", self.id):
+        if not re.fullmatch(r"s[1-9][0-9]*\.[a-z0-9_]+", self.id):  # a seventh study's s7.* as well
             raise ValueError(f"id={self.id!r}: a statement id is s<study>.<name>, lower case, e.g. s2.fmnist_vr")
         if self.measure and self.measure not in MEASURES:
             raise ValueError(f"{self.id}: measure={self.measure!r} is not allowed: one of {', '.join(MEASURES)}")
@@ -205,6 +206,17 @@ class Statement:
         return Claim(quantity, self.measure, id=self.id + (f":{part}" if part else ""), **fields)
 
 
+def point_id(claim_id: str, point: str) -> str:
+    """The id of a claim read at an operating point: ``s1.vr@car-matched``, ``s5.gain_probe:linear@small-batch``."""
+    return f"{claim_id}@{point}"
+
+
+def statement_id(claim_id: str) -> str:
+    """The statement a claim id belongs to, without its part and point: ``s5.gain_probe:linear@small-batch`` ->
+    ``s5.gain_probe``."""
+    return claim_id.split("@", 1)[0].split(":", 1)[0]
+
+
 def statement_of(statements: tuple[Statement, ...], statement_id: str) -> Statement:
     """The statement of ``statements`` with this id (a study's ``STATEMENTS``); an unknown id names the known."""
     for statement in statements:
@@ -231,13 +243,14 @@ class Claim:
     regime: Regime | Conditions | None = None  # the condition(s) the paper states for the claim, every one of them
     cells: tuple[tuple[tuple[str, object], ...], ...] = ()  # the runs-frame cells its arms are read from,
     # each as (column, value) pairs: what lib.decide extends to give the claim more seeds
-    planned_as: str = ""  # the name a recorded plan knows the claim by, where the claim was renamed after it
-    id: str = ""  # its statement's id (Statement.id), with ":" and the part that repeats per method, set or batch
+    id: str = ""  # its statement's id (Statement.id), with ":" and the part that repeats per method, set or batch,
+    # and "@" and the operating point it is read at (:func:`point_id`): the key of plans, looks and lib.decide
 
     @property
-    def plan_key(self) -> str:
-        """The name plans, looks and lib.decide know the claim by: its quantity, or the one it was planned as."""
-        return self.planned_as or self.quantity
+    def key(self) -> str:
+        """What plans, looks, lib.decide and the report know the row by: its id (a check of ours without a
+        statement: its quantity)."""
+        return self.id or self.quantity
 
     def __post_init__(self):
         if self.kind == "check" and self.published is None:
@@ -309,6 +322,8 @@ class Assessment:
         """The verdict as a table shows it, with what decided it where that is not the verdict alone."""
         if self.verdict == OUT_OF_REGIME:
             return f"{OUT_OF_REGIME} ({self.claim.regime.text(self.regime_value)})"
+        if self.verdict == "exploratory" and "exploratory" in self.notes:
+            return f"exploratory ({self.notes['exploratory']})"
         reasons = []
         if self.verdict == "inconclusive":
             if self.n and min(self.n) < MIN_SEEDS:
@@ -320,6 +335,8 @@ class Assessment:
                          if "sd_floor" in self.notes else "")
                 reasons.append(f"power {self.power:.0%}{floor}" + (f"; {self.seeds_needed} seeds per arm for 80%"
                                                                    if self.seeds_needed else ""))
+        if self.verdict == "inconclusive" and "undecided" in self.notes:
+            reasons.insert(0, self.notes["undecided"])
         if "decided_by" in self.notes:
             reasons.append(self.notes["decided_by"])
         if "look" in self.notes:
@@ -339,7 +356,7 @@ class Assessment:
         parts = () if regime is None else regime.parts if isinstance(regime, Conditions) else (regime,)
         values = (self.regime_value if isinstance(regime, Conditions) else (self.regime_value,)) or ()
         measured = self.measured and claim.kind == "claim"
-        return {"id": claim.id or claim.plan_key, "plan_key": claim.plan_key, "quantity": claim.quantity,
+        return {"id": claim.key, "quantity": claim.quantity,
                 "kind": claim.kind, "measure": claim.measure,
                 "family": claim.family, "evidence": claim.evidence, "published": number(claim.published),
                 "null": number(claim.null_value) if claim.published is not None else None,
@@ -375,7 +392,7 @@ class Assessment:
             return {"quantity": claim.quantity, "ours": ours, "ci_level": "–", "paper": paper,
                     "evidence": claim.evidence, "n": " vs ".join(map(str, self.n)) or "–", "p": "–", "p_holm": "–",
                     "power": "–", "seeds_needed": "–", "verdict": "check", "kind": "check", "seeds_parameters": "",
-                    "measure": "–", "level": "–", "effect_sd": "–", "cells": "", "published": "–", "plan_key": "",
+                    "measure": "–", "level": "–", "effect_sd": "–", "cells": "", "published": "–", "id": claim.key,
                     "record": json.dumps(self.record(), ensure_ascii=False)}
         return {"quantity": claim.quantity, "ours": ours,
                 "ci_level": f"{100 * (1 - self.level):.3g}%" if self.measured else "–", "paper": paper,
@@ -386,7 +403,7 @@ class Assessment:
                 "seeds_parameters": ",".join(claim.seeds_parameters), "measure": claim.measure,
                 "level": f"{self.level:.6g}" if self.measured else "–",
                 "effect_sd": g(self.effect_sd), "cells": json.dumps([dict(cell) for cell in claim.cells]),
-                "published": "–" if claim.published is None else f"{claim.published:.6g}", "plan_key": claim.plan_key,
+                "published": "–" if claim.published is None else f"{claim.published:.6g}", "id": claim.key,
                 "record": json.dumps(self.record(), ensure_ascii=False)}
 
 
@@ -675,11 +692,12 @@ def evaluate(claim: Claim, a=None, b=None, *, regime_value: float | tuple | None
                       power=power, seeds_needed=needed, regime_value=regime_value, **numbers)
 
 
-def check(quantity: str, ours: str, paper: str = "", evidence: str = "[ours]") -> Assessment:
+def check(quantity: str, ours: str, paper: str = "", evidence: str = "[ours]", claim_id: str = "") -> Assessment:
     """A row of our own that tests no published claim (a self-consistency check, a description, a number
-    derived from another row): shown among the checks with its text, never counted as a reproduction."""
-    return Assessment(Claim(quantity, "one_sample", None, evidence=evidence, kind="check", published_text=paper),
-                      (), notes={"ours": ours}, verdict="check")
+    derived from another row): shown among the checks with its text, never counted as a reproduction. ``claim_id``:
+    a statement's id where the row shows a claim another study decides (its key; a check's key is else its quantity)."""
+    return Assessment(Claim(quantity, "one_sample", None, evidence=evidence, kind="check", published_text=paper,
+                            id=claim_id), (), notes={"ours": ours}, verdict="check")
 
 
 # ------------------------------------------------------------------------------ one variance ratio against others
@@ -773,8 +791,12 @@ def verdict(assessment: Assessment, rejects: bool) -> str:
         return "not measured"
     if claim.kind == "check":
         return "check"
+    if claim.kind == "exploratory":  # outside every family: it decides nothing until a plan of its own
+        return "exploratory"
     if not assessment.in_regime:
         return OUT_OF_REGIME
+    if "undecided" in assessment.notes:  # the study says why no reading at one setting decides it (e.g. its epoch)
+        return "inconclusive"
     if _fewest_seeds(assessment) < MIN_SEEDS:
         return "inconclusive"
     lo, hi = assessment.ci
@@ -815,7 +837,7 @@ def decide(assessments: list[Assessment], looks: Mapping[str, Look] | None = Non
     at that level is the one whose exclusion of a value the family's error rate covers, and the power there the
     least the claim has under the correction its p actually gets.
 
-    ``looks``: the claims (by :attr:`Claim.plan_key`) of a two-look design (lib.decide) and the look they are read
+    ``looks``: the claims (by :attr:`Claim.key`, the id) of a two-look design (lib.decide) and the look they are read
     at: each is decided by its raw p against that look's boundary, its interval at that nominal level, its power the
     design's planned two-look power, and its verdict names the boundary."""
     looks = looks or {}
@@ -828,7 +850,7 @@ def decide(assessments: list[Assessment], looks: Mapping[str, Look] | None = Non
     for members in families.values():
         level = ALPHA / len(members)
         for i, adjusted in zip(members, holm([assessments[i].p for i in members])):
-            look = looks.get(assessments[i].claim.plan_key)
+            look = looks.get(assessments[i].claim.key)
             here = level if look is None else look.level
             a = replace(assessments[i], level=here)
             if a.interval_at is not None:
@@ -843,33 +865,22 @@ def decide(assessments: list[Assessment], looks: Mapping[str, Look] | None = Non
                             notes={**a.notes, "look": look.text()})
             decided[i] = replace(a, notes={**a.notes, **_decided_by(a)})
     out = [replace(a, p_holm=ph, verdict=verdict(a, ph < ALPHA if math.isfinite(ph) else
-                                                 a.p < (a.level if a.claim.plan_key in looks else ALPHA)))
+                                                 a.p < (a.level if a.claim.key in looks else ALPHA)))
            for a, ph in zip(decided, p_holm)]
     # *not reproduced* is read at a design's last look only: at look 1 of a planned claim it decides nothing yet, so
     # that across the looks it is one test at its level (a look-1 *not reproduced* and a look-2 one would be two)
-    return [replace(a, verdict="inconclusive") if a.verdict == "not reproduced" and a.claim.plan_key in looks
-            and looks[a.claim.plan_key].number == 1 else a for a in out]
+    return [replace(a, verdict="inconclusive") if a.verdict == "not reproduced" and a.claim.key in looks
+            and looks[a.claim.key].number == 1 else a for a in out]
 
 
-# Each verdict's CSS class and colour: the report's badges and row marks, and the notebooks' verdict tables.
+# Each verdict's CSS class and colour: the report's badges and row marks, and the notebooks' verdict tables, looked up
+# by the typed record's verdict word (never parsed back from a verdict's text).
 CLASSES = {"reproduced": "reproduced", "reproduced, smaller": "smaller", "contradicted": "contradicted",
            "not reproduced": "not-reproduced", "inconclusive": "inconclusive", "not measured": "not-measured",
-           OUT_OF_REGIME: "out-of-regime", "check": "check"}
+           OUT_OF_REGIME: "out-of-regime", "exploratory": "exploratory", "check": "check"}
 COLOURS = {"reproduced": "#1a7f37", "smaller": "#8bc34a", "contradicted": "#c62828", "not-reproduced": "#ef9a9a",
-           "inconclusive": "#f2c744", "not-measured": "#d5d8dc", "out-of-regime": "#b39ddb", "check": "#dbe9f6"}
-
-
-def css_class(verdict: str) -> str | None:
-    """The CSS class of a verdict as a table shows it (:meth:`Assessment.verdict_text`); None for words outside
-    the grammar. Only what verdict_text writes is read: an inconclusive verdict or one outside the paper's regime
-    with its reasons in brackets, and any verdict with the test or the look that decided it."""
-    text = verdict.strip()
-    for word in VERDICTS:
-        if text == word or text.startswith((f"{word} (decided by ", f"{word} (look ", f"{word} (planned power ")):
-            return CLASSES[word]
-        if word in ("inconclusive", OUT_OF_REGIME) and text.startswith(word + " ("):
-            return CLASSES[word]
-    return None
+           "inconclusive": "#f2c744", "not-measured": "#d5d8dc", "out-of-regime": "#b39ddb", "exploratory": "#ffffff",
+           "check": "#dbe9f6"}
 
 
 SHOWN = ("quantity", "ours", "ci_level", "paper", "evidence", "n", "p", "p_holm", "power", "seeds_needed",
@@ -878,5 +889,9 @@ SHOWN = ("quantity", "ours", "ci_level", "paper", "evidence", "n", "p", "p_holm"
 
 def table(assessments: list[Assessment]) -> pd.DataFrame:
     """The verdict table of decided assessments: claims first, then our checks, each a row (:meth:`Assessment.row`)."""
-    ordered = [a for a in assessments if a.claim.kind == "claim"] + [a for a in assessments if a.claim.kind == "check"]
+    ordered = [a for kind in KINDS for a in assessments if a.claim.kind == kind]
+    keys = [a.claim.key for a in ordered]
+    twice = sorted({key for key in keys if keys.count(key) > 1})
+    if twice:  # every reader joins on the key: two rows under one would be read as one
+        raise ValueError(f"two rows of one verdict table share the id {', '.join(map(repr, twice))}")
     return pd.DataFrame([a.row() for a in ordered])

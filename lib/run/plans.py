@@ -72,6 +72,19 @@ def write_plan(results: os.PathLike | str, profile: str, design: dict) -> dict:
     return plan
 
 
+def registered_id(plan: dict) -> str:
+    """The id a plan's registered design hashes to (:func:`write_plan`). Plans written before claims had ids
+    (before 2026-12-07) gained an ``id`` per claim afterwards, their design otherwise unchanged, so their id is the
+    hash of the design without those: a plan's content is what it registered (``tests/test_plans.py``)."""
+    design = {k: v for k, v in plan.items() if k not in ("schema_version", "plan_id", "environment", "written_at")}
+    if plan.get("ids_added_after"):
+        design.pop("ids_added_after")
+        design["studies"] = {study: {**part, "claims": [{k: v for k, v in claim.items() if k != "id"}
+                                                        for claim in part["claims"]]}
+                             for study, part in design["studies"].items()}
+    return config_hash(design)
+
+
 def load_plans(results: os.PathLike | str, profile: str) -> list[dict]:
     """Every plan of ``profile``, oldest first."""
     folder = plans_dir(results, profile)
@@ -113,8 +126,13 @@ def extension(store: ResultsStore) -> Extension:
             if excluded:  # the arm that lost them holds at most n2 - len(excluded) seeds: read at that information
                 design = replace(look_two_boundary(design.n1, design.n2 - len(excluded), design.alpha, design.level1),
                                  planned_power=design.planned_power)
-            out.claims.append(PlannedClaim(claim["quantity"], plan["plan_id"], design, runs,
-                                           sum(run_id in finished for run_id in runs), claim["look1"], excluded))
+            if "id" not in claim:
+                raise ValueError(f"plan {plan['plan_id']}: its claim {claim['quantity']!r} carries no id; every plan's "
+                                 "claims are keyed by the ids docs/claims.md lists")
+            cells = tuple(sorted(tuple(sorted(cell.items())) for cell in claim["cells"]))
+            out.claims.append(PlannedClaim(claim["id"], claim["quantity"], claim["measure"], cells, plan["plan_id"],
+                                           design, runs, sum(run_id in finished for run_id in runs), claim["look1"],
+                                           excluded))
     return out
 
 

@@ -127,6 +127,12 @@ def config_json(config: Any) -> str:
                       separators=(",", ":"), ensure_ascii=True, allow_nan=False)
 
 
+def _runs(value) -> list[int] | None:
+    """A verdict row's ``look_runs`` as its record keeps it: [finished, planned] while a look 2 runs, else None (a
+    frame holds the missing value as NaN, which JSON has no word for)."""
+    return [int(x) for x in value] if isinstance(value, (list, tuple)) else None
+
+
 def config_hash(config: Any) -> str:
     """First 16 hex chars of sha256(config_json(config)); see the module docstring."""
     return hashlib.sha256(config_json(config).encode("ascii")).hexdigest()[:16]
@@ -413,14 +419,15 @@ class ResultsStore:
     def write_frame(self, name: str, frame) -> Path:
         """Atomically write an analysis table to ``<root>/tables/<study>_<profile>_<name>.csv``. A verdict table (one
         with a ``record`` column, :meth:`lib.core.verdicts.Assessment.record`) also writes its typed records, each
-        with the look it was read at, to ``<study>_<profile>_verdicts.json`` (:meth:`verdict_records`), and the CSV
-        stays the reader's table without them."""
+        with the look it was read at and the text of its row, to ``<study>_<profile>_verdicts.json``
+        (:meth:`verdict_records`: what every program reads), and the CSV stays the reader's table without them."""
         path = self.table_path.with_name(f"{self.study}_{self.profile}_{_check_name('name', name)}.csv")
-        if "record" in frame:
-            records = [{**json.loads(text), "look": look} for text, look in
-                       zip(frame["record"], frame["look"] if "look" in frame else [None] * len(frame))]
-            atomic_write_text(self.verdicts_path, json.dumps(records, indent=1, ensure_ascii=False) + "\n")
-            frame = frame.drop(columns="record")
+        if "record" in frame:  # each record with the look it was read at and its row as the reader's table shows it
+            shown = [c for c in frame.columns if c not in ("record", "look", "look_runs")]
+            records = [{**json.loads(row["record"]), "look": row.get("look"), "look_runs": _runs(row.get("look_runs")),
+                        "shown": {c: str(row[c]) for c in shown}} for _, row in frame.iterrows()]
+            atomic_write_text(self.verdicts_path, json.dumps(records, indent=1, ensure_ascii=False, allow_nan=False) + "\n")
+            frame = frame.drop(columns=[c for c in ("record", "look_runs") if c in frame])
         atomic_write_text(path, frame.to_csv(index=False, lineterminator="\n"))
         return path
 

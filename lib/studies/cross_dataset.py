@@ -39,7 +39,7 @@ STUDY = "02_cross_dataset_reversal"
 PAPER_DATA = "CIFAR-10, CIFAR-100, SVHN and Fashion-MNIST"  # the data of the paper's claims, named on the first screen
 QUESTION = ("Is the variance effect of margin clamping reversed (VR < 1) on datasets other than CIFAR-10, as the "
             "clamp activation rate and positive-pair density would predict?")
-HEADLINE = "the reversal"
+CENTRAL = "s2.reversal"  # its central claim's row id (at the profile's setting or a point)
 SCALE = ("datasets", "train_subset", "layers", "embed_dim", "epochs", "batch_size", "seeds")
 TRAIN = train_cff
 
@@ -514,7 +514,8 @@ def paper_vs_reproduced(summary: pd.DataFrame, skipped: dict, runs: pd.DataFrame
             here = everything[(everything.operating_point == point) & (everything.dataset == entry)]
             published = like(entry)
             claim = vr_claim(published, entry)
-            claim = replace(claim, quantity=f"[{point}: {overrides}] {claim.quantity}", id=f"{claim.id}:{point}",
+            claim = replace(claim, quantity=f"[{point}: {overrides}] {claim.quantity}",
+                            id=verdicts.point_id(claim.id, point),
                             cells=tuple(verdicts.cell(dataset=entry, margin_mode=mode, operating_point=point)
                                         for mode in common.ARMS))
             tested.append(verdicts.evaluate(claim, *seed_arms_of_entry(here, entry),

@@ -40,7 +40,7 @@ STUDY = "03_difficulty_sweep"
 PAPER_DATA = "SVHN"  # the data of the paper's claims, named on the first screen of a render
 QUESTION = ("Does the variance effect of margin clamping depend on task difficulty, large only at intermediate "
             "accuracy?")
-HEADLINE = "difficulty: VR at the level matched to 25% accuracy"
+CENTRAL = "s3.difficulty"  # its central claim's row id (at the profile's setting or a point)
 SCALE = ("dataset", "levels", "train_subset", "layers", "embed_dim", "epochs", "batch_size", "seeds")
 TRAIN = train_cff
 KNOBS = ("aug_level", "difficulty")
@@ -422,7 +422,7 @@ def point_claims(point: str, runs: pd.DataFrame, knob: str, on: str, easy: tuple
     parts = tuple(replace(part, measured=f"{where}: {part.measured}")
                   for published, where in ((hard_point, f"level {level:g}"), (easy_published, "the 97% point"))
                   for part in point_conditions(*published).parts)
-    contrast = replace(DIFFICULTY, id=f"{DIFFICULTY.id}:{point}", regime=verdicts.Conditions(parts),
+    contrast = replace(DIFFICULTY, id=verdicts.point_id(DIFFICULTY.id, point), regime=verdicts.Conditions(parts),
                        quantity=f"{label} {DIFFICULTY.quantity}{on}: level {level:g} after {epochs} epochs over the "
                                 f"97% point (study 2's {EASY_POINT[1]} runs, their look-1 seeds)")
     if easy is None:
@@ -437,7 +437,7 @@ def point_claims(point: str, runs: pd.DataFrame, knob: str, on: str, easy: tuple
     for acc, vr, _ in PUBLISHED_POINTS[1:]:
         claim = verdicts.statement_of(STATEMENTS, POINT_IDS[acc]).claim(
             f"{label} VR at {acc:g}% accuracy{on}: our level {level:g} after {epochs} epochs")
-        claim = replace(claim, id=f"{claim.id}:{point}", cells=cells)
+        claim = replace(claim, id=verdicts.point_id(claim.id, point), cells=cells)
         out.append(verdicts.evaluate(claim, *arms, regime_value=point_values(runs, level, vr)))
     return out
 
@@ -483,7 +483,7 @@ def paper_vs_reproduced(summary: pd.DataFrame, chance: float, stand_in: str | No
         if why:
             if acc in OWNED_ELSEWHERE:
                 owned.append(verdicts.check(f"{quantity}: the same experiment as study 2's SVHN reversal",
-                                            f"not measured: {why}", f"{vr:g}", tag))
+                                            f"not measured: {why}", f"{vr:g}", tag, POINT_IDS[acc]))
             else:
                 tested.append(replace(verdicts.evaluate(claim), notes={"why": why}))
             continue
@@ -498,7 +498,7 @@ def paper_vs_reproduced(summary: pd.DataFrame, chance: float, stand_in: str | No
             owned.append(verdicts.check(
                 f"{claim.quantity}: the same experiment as study 2's SVHN reversal",
                 f"{shown.estimate:.3g} ({' vs '.join(map(str, shown.n))} seeds): decided in {OWNED_ELSEWHERE[acc]}"
-                if shown.measured else "not measured", f"{vr:g}", tag))
+                if shown.measured else "not measured", f"{vr:g}", tag, POINT_IDS[acc]))
             continue
         tested.append(verdicts.evaluate(claim, *seed_arms_at_level(runs, r.level),
                                         regime_value=point_values(runs, r.level, vr)))

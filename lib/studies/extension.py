@@ -37,7 +37,8 @@ class Candidate:
     """A claim of a decided table, with what extending it would take."""
 
     study: Study
-    quantity: str
+    id: str  # the claim's id (lib.core.verdicts.Claim.id): the key of plans and looks
+    quantity: str  # for people
     measure: str
     verdict: str  # at look 1, a word of the grammar (lib.core.verdicts.VERDICTS)
     p: float
@@ -53,16 +54,15 @@ class Candidate:
     configs: dict = field(default_factory=dict)  # run id -> config: the runs look 2 adds to its arms
     seconds: dict = field(default_factory=dict)  # run id -> median measured seconds of its cell
     excluded: set = field(default_factory=set)  # runs of seeds recorded already (another plan's): skipped
-    plan_key: str = ""  # the name plans know the claim by (the table's plan_key), where it differs from quantity
     seeds_needed: int | None = None  # one look: seeds per arm for 80% power at the published value (the table's)
     profile: str = ""
 
     @property
     def key(self) -> tuple[str, str]:
-        return self.study.name, self.plan_key or self.quantity
+        return self.study.name, self.id
 
     def as_dict(self) -> dict:
-        return {"quantity": self.plan_key or self.quantity, "measure": self.measure, "test": TESTS[self.measure],
+        return {"id": self.id, "quantity": self.quantity, "measure": self.measure, "test": TESTS[self.measure],
                 "central": self.central, "effect": self.effect, "look1": {"verdict": self.verdict, "p": self.p},
                 "cells": self.cells, "runs": sorted(self.configs), **self.design.as_dict()}
 
@@ -107,7 +107,7 @@ def candidates(studies: list[Study], profile: str, *, results_dir: str = "result
     proposed. It takes the studies rather than their names so that this module stands below the registry
     (``lib.studies``), where ``lib.report`` can reach it without deepening its chain of imports."""
     results = PROJECT_ROOT / results_dir
-    planned = {(study, claim["quantity"]): plan["plan_id"] for plan in load_plans(results, profile)
+    planned = {(study, claim["id"]): plan["plan_id"] for plan in load_plans(results, profile)
                for study, part in plan["studies"].items() for claim in part["claims"]}
     found = []
     for study in studies:
@@ -120,10 +120,10 @@ def candidates(studies: list[Study], profile: str, *, results_dir: str = "result
         measured = None  # the study's finished runs and their seconds, read once a claim needs them
         for record in (r for r in records if r["kind"] == "claim"):
             candidate = Candidate(
-                study, record["quantity"], record["measure"], record["verdict"], _number(record["p"]),
+                study, record["id"], record["quantity"], record["measure"], record["verdict"], _number(record["p"]),
                 _number(record["level"]), min(record["n"], default=0), _effect(record), record["cells"],
-                record["seeds_parameters"], is_central(record["quantity"], study.module),
-                plan_key=record["plan_key"], seeds_needed=record.get("seeds_needed"), profile=profile)
+                record["seeds_parameters"], is_central(record["id"], study.module),
+                seeds_needed=record.get("seeds_needed"), profile=profile)
             candidate.why_not = _why_not(candidate, planned, settings.get("operating_points") or [])
             if not candidate.why_not:
                 measured = measured or _median_seconds(study, store)
@@ -141,7 +141,7 @@ def _why_not(c: Candidate, planned: dict, points: list[str] = ()) -> str:
         return f"{IN_PLAN} {planned[c.key]}: a claim has two looks, no more"
     if c.verdict == "not measured":
         return "not measured"
-    if c.verdict == OUT_OF_REGIME and points and not c.quantity.startswith(tuple(f"[{p}:" for p in points)):
+    if c.verdict == OUT_OF_REGIME and points and c.id.partition("@")[2] not in points:
         return (f"out of the paper's regime at the shipped setting, which more seeds would not reach: read again at "
                 f"the profile's operating point ({', '.join(points)}: its rows in the table)")
     if c.verdict == OUT_OF_REGIME:

@@ -51,7 +51,7 @@ from lib.ssl.training import MIN_BATCH, SSLConfig, train_ssl
 STUDY = "05_flatnce_batch_size"
 PAPER_DATA = "CIFAR-10 (ImageNet for the transfer numbers)"  # named on the first screen of a render
 QUESTION = "Does FlatNCE beat InfoNCE at every batch size, most at small batches?"
-HEADLINE = "[FLAT's rule 0.3 × B / 256] FlatNCE - InfoNCE, linear-probe top-1, mean over batch sizes"
+CENTRAL = "s5.gain_probe:linear"  # its central claim's row id (at the profile's setting or a point)
 SCALE = ("dataset", "width_multiplier", "epochs", "batch_sizes", "lr_rules", "seeds")
 TRAIN = train_ssl
 LOSSES = ("infonce", "flatnce")  # the contrastive losses compared [paper]
@@ -613,7 +613,7 @@ def paper_vs_reproduced(out: dict, s: dict, identity_error: float, looks: dict |
             pair = tuple(cell(lr_rule=rule, loss=loss, batch_size=b, operating_point=point) for loss in LOSSES)
             tested.append(verdicts.evaluate(
                 claim("s5.gain_probe", f"{name}FlatNCE - InfoNCE, linear-probe top-1, mean over batch sizes (B = {b} "
-                      "alone) (points)", f"{rule}@{point}", cells=pair),
+                      "alone) (points)", verdicts.point_id(rule, point), cells=pair),
                 loss_seeds(here, rule, "flatnce"), loss_seeds(here, rule, "infonce"), sd_floor=spread))
             checks.append(point_factor_check(name, here))
     for epochs, (flat, info) in PUBLISHED_IMAGENET.items():

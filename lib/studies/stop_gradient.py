@@ -29,7 +29,7 @@ STUDY = "06_stop_gradient_collapse"
 PAPER_DATA = "a minimal model whose equations are not public (ours is a reconstruction)"  # first screen
 QUESTION = ("In a minimal model with frustrated samples, does the label geometry collapse at a rate set by the "
             "frustrated fraction, and does a head with stop-gradient prevent it?")
-HEADLINE = "real data: stop-gradient keeps the classes apart"
+CENTRAL = "s6.real"  # its central claim's row id (at the profile's setting or a point)
 SCALE = ("num_classes", "embed_dim", "r_values", "steps", "seeds", "real_dataset", "real_train_subset")
 TRAIN = train_collapse
 

@@ -6,7 +6,6 @@ study at a time (``lib.studies.variants``, ``lib.studies.coverage``) takes a ``S
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
@@ -26,7 +25,7 @@ class StudyModule(Protocol):
     STUDY: str  # the results name: <results>/runs/<STUDY>/<profile>/, tables <STUDY>_<profile>*.csv
     QUESTION: str  # the study's question in one line (the report's summary)
     PAPER_DATA: str  # the data of the paper's claims, named on the first screen of a render
-    HEADLINE: str  # the start of the verdict-table quantity whose result the report's summary shows
+    CENTRAL: str  # the id of its central claim's verdict row, whose result the report's summary shows
     SCALE: tuple  # the profile settings the report names as the scale of its verdicts (data, model, epochs)
     PROFILES: dict  # profile name -> the settings it sets; a parameter left as None takes them
     TRAIN: Callable[..., dict]  # trains one run: TRAIN(config, *, data_root=None, progress=None, ...) -> metrics
@@ -80,10 +79,8 @@ class Study:
         return getattr(self.module, "cell_name", None)
 
 
-def is_central(quantity: str, module: Any) -> bool:
-    """Whether a verdict row's quantity is its study's central claim (the module's ``HEADLINE``), read at the profile's
-    own setting or at one of the module's ``OPERATING_POINTS`` (a quantity "[point: its settings] the claim")."""
-    label = re.match(r"\[([^\]:]+): [^\]]*\] ", quantity)
-    if label and label.group(1) in getattr(module, "OPERATING_POINTS", {}):
-        quantity = quantity[label.end():]
-    return quantity.startswith(module.HEADLINE)
+def is_central(claim_id: str, module: Any) -> bool:
+    """Whether a verdict row's id is its study's central claim (the module's ``CENTRAL``), read at the profile's own
+    setting or at one of the module's ``OPERATING_POINTS`` (the id with ``@point``, ``lib.core.verdicts.point_id``)."""
+    claim, _, point = claim_id.partition("@")
+    return claim == module.CENTRAL and (not point or point in getattr(module, "OPERATING_POINTS", {}))
