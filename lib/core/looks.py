@@ -90,8 +90,9 @@ def two_looks(table_of: Callable[[pd.DataFrame, dict], pd.DataFrame], runs: pd.D
     runs of its planned ``claims`` (a ``run_id`` column); ``table_of(runs, looks)``: its verdict table on those
     runs, ``looks`` (id -> Look) every planned claim and the look it is read at (a study may show beside a planned
     claim the version of it that its plan did not register: ``lib.core.verdicts`` *exploratory*); rows are joined
-    on the table's ``id``. A row no plan holds that reads a complete planned claim's cells is read again on all
-    their seeds (:func:`_same_cells`): a claim reads every seed of its cells. Every claim is read on the shipped runs:
+    on the table's ``id``. A row no plan holds that reads a complete planned claim's cells is read again, once, on
+    every finished seed of its cells, the complete plans' included (:func:`_same_cells`): a claim reads every seed
+    of its cells. Every claim is read on the shipped runs:
     a planned claim whose look 2 is still running at its look-1 boundary (under the design, a p between that
     boundary and the family's α/m decides nothing yet), every other claim as a one-look test. Each planned claim
     whose look-2 runs have all finished is read again on the shipped runs and its own look-2 runs (seeds up to its
@@ -111,18 +112,15 @@ def two_looks(table_of: Callable[[pd.DataFrame, dict], pd.DataFrame], runs: pd.D
     table = table_of(shipped, {c.id: Look(c.design, 1) for c in claims})  # a complete one is read again below
     table["look"] = ["1" if kind == "claim" else "–" for kind in table.kind]
     complete = [c for c in claims if c.complete]
+    # every pass is told every planned claim and its look, so that a study makes the same rows in each
+    looks_now = {c.id: Look(c.design, 2 if c.complete else 1) for c in claims}
     for n2 in sorted({c.design.n2 for c in complete}):
         group = [c for c in complete if c.design.n2 == n2]
         ids = {run_id for c in group for run_id in c.runs}
-        second = table_of(runs[runs.run_id.isin(set(shipped.run_id) | ids)],
-                          {c.id: Look(c.design, 2) for c in group})
+        second = table_of(runs[runs.run_id.isin(set(shipped.run_id) | ids)], looks_now)
         for c in group:
             row = second.loc[rows_of(second, c)]
             where = rows_of(table, c)
-            for i in _same_cells(table, c, planned={d.id for d in claims}):  # a row reads all seeds of its cells
-                again = second[second["id"] == table.at[i, "id"]]
-                table.loc[i, again.columns] = again.iloc[0].values
-                table.at[i, "look"] = f"one look, on all seeds of its cells (plan {c.plan_id}'s included)"
             if not len(where):  # a claim the study's table no longer makes: no row to read again
                 continue
             if len(row) != 1 or len(where) != 1:  # never label a row look 2 that was not read there
@@ -130,6 +128,16 @@ def two_looks(table_of: Callable[[pd.DataFrame, dict], pd.DataFrame], runs: pd.D
                                  f"look 1 and {len(row)} at look 2, where it must be once in each: a claim's id must "
                                  "not depend on the runs of its look")
             table.loc[where[0], row.columns] = row.iloc[0].values
+    # a row no plan holds reads every finished seed of its cells (:func:`_same_cells`), complete plans' included:
+    # one reading on all of them, whichever plans added them
+    unplanned = sorted({i for c in complete for i in _same_cells(table, c, planned={d.id for d in claims})})
+    if unplanned:
+        done = set(shipped.run_id) | {run_id for c in complete for run_id in c.runs}
+        every = table_of(runs[runs.run_id.isin(done)], looks_now)
+        for i in unplanned:
+            again = every[every["id"] == table.at[i, "id"]]
+            table.loc[i, again.columns] = again.iloc[0].values
+            table.at[i, "look"] = "one look, on every finished seed of its cells (its plans' included)"
     table["look_runs"] = None
     for c in claims:
         for i in rows_of(table, c):

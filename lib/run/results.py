@@ -424,9 +424,11 @@ class ResultsStore:
         path = self.table_path.with_name(f"{self.study}_{self.profile}_{_check_name('name', name)}.csv")
         if "record" in frame:  # each record with the look it was read at and its row as the reader's table shows it
             shown = [c for c in frame.columns if c not in ("record", "look", "look_runs")]
-            records = [{**json.loads(row["record"]), "look": row.get("look"), "look_runs": _runs(row.get("look_runs")),
-                        "shown": {c: str(row[c]) for c in shown}} for _, row in frame.iterrows()]
-            atomic_write_text(self.verdicts_path, json.dumps(records, indent=1, ensure_ascii=False, allow_nan=False) + "\n")
+            records = [{**json.loads(row["record"]), "look": row.get("look"),
+                        "look_runs": _runs(row.get("look_runs")), "shown": {c: str(row[c]) for c in shown}}
+                       for _, row in frame.iterrows()]
+            text = json.dumps(records, indent=1, ensure_ascii=False, allow_nan=False)
+            atomic_write_text(self.verdicts_path, text + "\n")
             frame = frame.drop(columns=[c for c in ("record", "look_runs") if c in frame])
         atomic_write_text(path, frame.to_csv(index=False, lineterminator="\n"))
         return path
