@@ -120,7 +120,7 @@ POINT_SEEDS = verdicts.MIN_SEEDS  # at least, at look 1: a profile of 2 seeds re
 def _batch_sizes(name: str, sizes, s: dict) -> list[int]:
     if (not isinstance(sizes, (list, tuple)) or not sizes or len(set(sizes)) != len(sizes)
             or any(isinstance(b, bool) or not isinstance(b, int) or b < MIN_BATCH for b in sizes)):
-        params.fail(name, sizes, f"a non-empty list of distinct integers >= {MIN_BATCH} (SSLConfig's smallest batch: "
+        params.fail(name, sizes, f"a non-empty list of distinct integers >= {MIN_BATCH} (the trainer's smallest batch: "
                                  "a batch needs negatives)")
     return sorted(sizes)
 
