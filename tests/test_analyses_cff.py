@@ -295,7 +295,7 @@ def test_study1_table_tests_seed_level_data_through_the_engine(planted_study1):
     needed = next(n for n in range(3, 1000) if stats.variance_ratio_rule_power(5.9, n, n, alpha=0.05 / 4) >= 0.8)
     assert vr.verdict == f"inconclusive (power {power:.0%}; {needed} seeds per arm for 80%)"
     assert vr.paper.endswith('holds where layer-0 CAR >= 50% ("layer-0 CAR below 50% -> clamping effect likely '
-                             'negligible") [summary]')
+                             'negligible") [summary] and ' + common.MODERATE_ACCURACY.where())
     # the gradient-norm ratio: subtract over clamp, geometric means, Welch on the logs of six seeds
     la, lb = np.log(3.0 + 0.1 * PATTERN), np.log(1.0 + 0.1 * PATTERN)
     grad = _row(table, "layer-0 gradient norm")
@@ -340,7 +340,7 @@ def test_study1_opposite_direction_is_contradicted_by_the_numbers_in_the_papers_
     # the gradient ratio and the mean difference hold the VR's condition: the paper states them for that setting
     grad = _row(table, "layer-0 gradient norm").verdict
     assert grad == "contradicted" if car >= 0.5 else grad.startswith("not in the paper's regime")
-    assert _row(table, "dose-response").verdict == "not measured"  # no dose runs planted
+    assert _row(table, "s1.dose_lowers").verdict == "not measured"  # no dose runs planted
 
 
 def test_study1_an_operating_point_reads_the_claims_again_beside_the_shipped_rows(s1):
@@ -362,7 +362,7 @@ def test_study1_an_operating_point_reads_the_claims_again_beside_the_shipped_row
     assert vr.ours.startswith("9 [") and not vr.verdict.startswith("not in the paper's regime")
     assert vr.level == _row(table, margin_factorial.CENTRAL).level  # one family: both read at α / m
     grad = _row(table, "[car-matched: epochs 2] layer-0 gradient norm")
-    assert "final epoch (2)" in grad.quantity and json.loads(grad.record)["id"] == "s1.grad:car-matched"
+    assert "final epoch (2)" in grad.quantity and json.loads(grad.record)["id"] == "s1.grad@car-matched"
     assert json.loads(vr.cells) == [{"margin_mode": "clamp", "operating_point": "car-matched"},
                                     {"margin_mode": "subtract", "operating_point": "car-matched"}]
     assert _row(table, "[car-matched: epochs 2] layer-0 clamp activation rate").ours.startswith("60 [")
@@ -536,7 +536,7 @@ def test_study2_an_operating_point_reads_svhns_stand_in_again_where_it_is_as_eas
     table = cross_dataset.paper_vs_reproduced(summary, {}, runs)
     row = _row(table, "[ease-matched: epochs 32] SVHN: VR = Var(clamp)/Var(subtract) (on mnist, a stand-in)")
     assert row.ours.startswith("0.25 [") and not row.verdict.startswith("not in the paper's regime")
-    assert json.loads(row.record)["id"] == "s2.svhn_vr:ease-matched"
+    assert json.loads(row.record)["id"] == "s2.svhn_vr@ease-matched"
     assert json.loads(row.record)["conditions"][0]["value"] == pytest.approx(95.0)
     assert json.loads(row.cells)[0] == {"dataset": "mnist", "margin_mode": "clamp", "operating_point": "ease-matched"}
     assert _row(table, "SVHN: VR").verdict == "not measured"  # the shipped entry did not run here
@@ -688,5 +688,5 @@ def test_study3_a_published_point_without_a_nearby_level_is_not_measured():
 
 def test_study1_dose_row_names_the_margins_that_ran(s1):
     out = {**margin_factorial.analyze(factorial_runs(), s1), "dose_m0": 0.15}
-    dose = _row(margin_factorial.paper_vs_reproduced(out), "dose-response")
-    assert dose.quantity == "dose-response: VR with m0 = 0.15 (clamp) against subtract at m0"
+    dose = _row(margin_factorial.paper_vs_reproduced(out), "s1.dose_lowers")
+    assert dose.quantity == "dose-response: Var(clamp, m0 = 0.15) / Var(clamp, m0 = 0.4), i.e. VR(m0 = 0.15) / VR(0.4)"

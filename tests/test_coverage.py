@@ -72,15 +72,18 @@ def test_the_report_and_the_render_carry_the_banner_and_a_page_elsewhere_changes
     render = results / "notebooks" / f"{STUDY.name}_cpu.ipynb"
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Study 5\nintro"),
                                                    nbformat.v4.new_code_cell("x = 1")]), render)
-    pd.DataFrame({"quantity": ["something else"], "ours": ["1"], "paper": ["2"], "evidence": ["[paper]"],
-                  "verdict": ["reproduced"]}).to_csv(results / "tables" / f"{STUDY.name}_cpu_paper_vs_reproduced.csv",
-                                                     index=False)
+    shown = {"quantity": "something else", "ours": "1", "paper": "2", "evidence": "[paper]", "verdict": "reproduced"}
+    (results / "tables" / f"{STUDY.name}_cpu_verdicts.json").write_text(json.dumps([  # the typed records the report reads
+        {"id": "s5.something_else", "quantity": "something else", "kind": "claim", "verdict": "reproduced", "n": [3],
+         "level": 0.05, "look": "1", "look_runs": None, "shown": shown, "measure": "one_sample", "p": 0.01,
+         "published": 1.0, "null": 0.0, "effect_sd": 1.0, "cells": [], "seeds_parameters": ["seeds"],
+         "seeds_needed": None, "verdict_text": "reproduced", "conditions": []}]))
     before = {p: p.read_bytes() for p in results.rglob("*") if p.is_file()}
     page = write_index(results, output_dir=tmp_path / "page").read_text()
     assert {p: p.read_bytes() for p in results.rglob("*") if p.is_file()} == before  # the page went elsewhere
     assert "<b>cpu re-run in progress: 7 of 36 runs at today&#x27;s settings</b>" in page
     assert "cpu re-run: 7 of 36 runs at today&#x27;s settings; tables from superseded settings" in page
-    assert "this table has no headline row" in page  # the table lacks the headline: no badge from its other row
+    assert "this table has no row of its central claim" in page  # no badge from its other row
     # written into the results folder: the render gets its banner, under the title, before everything else
     write_index(results)
     cells = nbformat.read(render, as_version=4).cells

@@ -228,7 +228,7 @@ def test_a_budget_that_decides_nothing_names_the_cheapest_claim_that_would_and_i
 
 
 def test_claims_that_more_seeds_would_not_decide_are_not_proposed():
-    planned_claims = {("04_embedding_norms", "in a plan"): "plan0"}
+    planned_claims = {("04_embedding_norms", "s4.in a plan"): "plan0"}  # keyed by the candidate's id
     assert "two looks" in extension._why_not(candidate("in a plan", False, {}), planned_claims)
     out = candidate("low car", False, {}, verdict="not in the paper's regime")  # a word of the typed record
     assert "regime" in extension._why_not(out, {})
@@ -326,8 +326,8 @@ def test_a_variance_ratio_of_study_3_plans_the_runs_of_its_matched_level():
 
 def _design(store: ResultsStore, configs: list[dict], **extra) -> dict:
     runs = [{"run_id": store.run_id(c), "config": c, "seconds": 1.0} for c in configs]
-    claim = {"quantity": "gain", "n1": 3, "n2": 3 + len(runs), "alpha": 0.05, "level1": 0.01, "level2": 0.045,
-             "planned_power": 0.8, "look1": {"verdict": "inconclusive"}, "runs": [r["run_id"] for r in runs]}
+    claim = {"id": "s9.gain", "quantity": "gain", "measure": "one_sample", "cells": [], "n1": 3, "n2": 3 + len(runs),
+             "alpha": 0.05, "level1": 0.01, "level2": 0.045, "planned_power": 0.8, "look1": {"verdict": "inconclusive"}, "runs": [r["run_id"] for r in runs]}
     return {"order": [store.study], "studies": {store.study: {"claims": [claim], "runs": runs}}, **extra}
 
 

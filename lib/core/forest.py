@@ -183,7 +183,7 @@ def _draw(ax, study: str, scale: str, rows: list[dict], undrawn: int, central: C
             ax.plot([_position(r["published"], log)], [y], marker="D", markersize=6, color="black",
                     markerfacecolor="none", linestyle="none")
     labels = [_label(r, layout.label_chars) for r in rows]
-    bold = [central is not None and central(r["id"]) for r in rows]
+    bold = [central is not None and central(r.get("id", "")) for r in rows]
     if layout.labels:
         ax.set_yticks(range(len(rows)))
         ax.set_yticklabels(labels, fontsize=8)
