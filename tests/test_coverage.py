@@ -73,7 +73,8 @@ def test_the_report_and_the_render_carry_the_banner_and_a_page_elsewhere_changes
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Study 5\nintro"),
                                                    nbformat.v4.new_code_cell("x = 1")]), render)
     shown = {"quantity": "something else", "ours": "1", "paper": "2", "evidence": "[paper]", "verdict": "reproduced"}
-    (results / "tables" / f"{STUDY.name}_cpu_verdicts.json").write_text(json.dumps([  # the typed records the report reads
+    records = results / "tables" / f"{STUDY.name}_cpu_verdicts.json"  # the typed records: what the report reads
+    records.write_text(json.dumps([
         {"id": "s5.something_else", "quantity": "something else", "kind": "claim", "verdict": "reproduced", "n": [3],
          "level": 0.05, "look": "1", "look_runs": None, "shown": shown, "measure": "one_sample", "p": 0.01,
          "published": 1.0, "null": 0.0, "effect_sd": 1.0, "cells": [], "seeds_parameters": ["seeds"],

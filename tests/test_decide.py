@@ -327,7 +327,8 @@ def test_a_variance_ratio_of_study_3_plans_the_runs_of_its_matched_level():
 def _design(store: ResultsStore, configs: list[dict], **extra) -> dict:
     runs = [{"run_id": store.run_id(c), "config": c, "seconds": 1.0} for c in configs]
     claim = {"id": "s9.gain", "quantity": "gain", "measure": "one_sample", "cells": [], "n1": 3, "n2": 3 + len(runs),
-             "alpha": 0.05, "level1": 0.01, "level2": 0.045, "planned_power": 0.8, "look1": {"verdict": "inconclusive"}, "runs": [r["run_id"] for r in runs]}
+             "alpha": 0.05, "level1": 0.01, "level2": 0.045, "planned_power": 0.8, "look1": {"verdict": "inconclusive"},
+             "runs": [r["run_id"] for r in runs]}
     return {"order": [store.study], "studies": {store.study: {"claims": [claim], "runs": runs}}, **extra}
 
 

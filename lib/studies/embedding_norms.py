@@ -813,7 +813,7 @@ def paper_vs_reproduced(fit: dict, convergence: pd.DataFrame, latent: pd.DataFra
                 f"(d) {method}: the norm as an OOD score ({what}): AUROC trained - at initialisation, per seed{on}",
                 f"{method}/{label}", cells=cells)
             trained = one_seed(claim, seed_values(group, f"auroc_{label}"))
-            if registered.id in (looks or {}):  # read as its plan registered it; the paper's quantity beside it, exploratory
+            if registered.id in (looks or {}):  # read as its plan registered it; the paper's quantity beside it
                 tested.append(one_seed(registered, seed_values(gain, "gain")))
                 exploratory.append(replace(verdicts.evaluate(replace(claim, kind="exploratory"),
                                                              seed_values(group, f"auroc_{label}")),
