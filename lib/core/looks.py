@@ -58,30 +58,31 @@ class PlannedClaim:
                 f"{len(self.runs)} runs; plan {self.plan_id})")
 
 
+def cells_key(cells: list[dict]) -> tuple[tuple[tuple[str, object], ...], ...]:
+    """A claim's cells (each a mapping column -> value, as records and plans write them) in one comparable form:
+    each cell as :func:`lib.core.verdicts.cell` makes it, in sorted order."""
+    return tuple(sorted(tuple(sorted(cell.items())) for cell in cells))
+
+
 def _as_registered(row: pd.Series, c: PlannedClaim) -> None:
     """Refuse a planned claim's row that reads another measure or other cells than its plan registered."""
     record = json.loads(row["record"])
-    cells = tuple(sorted(tuple(sorted(cell.items())) for cell in record["cells"]))
-    if record["measure"] != c.measure or cells != tuple(sorted(c.cells)):
+    cells = cells_key(record["cells"])
+    if record["measure"] != c.measure or cells != c.cells:
         raise ReadAsRegisteredError(
             f"plan {c.plan_id} registered {c.id} as {c.measure} on {len(c.cells)} cell(s); its row reads "
             f"{record['measure']} on {len(cells)} cell(s): a claim changed after its data were seen is a new claim "
             "with an id of its own, planned on fresh seeds")
 
 
-def _same_cells(table: pd.DataFrame, c: PlannedClaim, planned: set[str]) -> list:
-    """The rows of ``table`` that no plan holds and that read exactly ``c``'s cells: once ``c``'s look 2 is complete
-    they are read on every seed of those cells, its plan's included, as their declaration says (a claim reads all
-    seeds of its cells), in one look of their own."""
-    cells = tuple(sorted(c.cells))
-    out = []
-    for i, text in table["record"].items():
-        record = json.loads(text)
-        if record["id"] in planned or not record["cells"]:
-            continue
-        if tuple(sorted(tuple(sorted(cell.items())) for cell in record["cells"])) == cells:
-            out.append(i)
-    return out
+def _same_cells(table: pd.DataFrame, complete: list[PlannedClaim], planned: set[str]) -> list:
+    """The rows of ``table`` that no plan holds and that read exactly the cells of a ``complete`` planned claim: they
+    are read on every seed of those cells, the plans' included, as their declaration says (a claim reads all seeds
+    of its cells), in one look of their own."""
+    done = {c.cells for c in complete}
+    records = (json.loads(text) for text in table["record"])
+    return [i for i, record in zip(table.index, records)
+            if record["id"] not in planned and record["cells"] and cells_key(record["cells"]) in done]
 
 
 def two_looks(table_of: Callable[[pd.DataFrame, dict], pd.DataFrame], runs: pd.DataFrame,
@@ -130,7 +131,7 @@ def two_looks(table_of: Callable[[pd.DataFrame, dict], pd.DataFrame], runs: pd.D
             table.loc[where[0], row.columns] = row.iloc[0].values
     # a row no plan holds reads every finished seed of its cells (:func:`_same_cells`), complete plans' included:
     # one reading on all of them, whichever plans added them
-    unplanned = sorted({i for c in complete for i in _same_cells(table, c, planned={d.id for d in claims})})
+    unplanned = _same_cells(table, complete, planned={c.id for c in claims})
     if unplanned:
         done = set(shipped.run_id) | {run_id for c in complete for run_id in c.runs}
         every = table_of(runs[runs.run_id.isin(done)], looks_now)

@@ -26,7 +26,7 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from lib.core.looks import PlannedClaim
+from lib.core.looks import PlannedClaim, cells_key
 from lib.core.sequential import Boundaries, look_two_boundary
 from lib.run.files import atomic_write_text
 from lib.run.provenance import environment
@@ -75,7 +75,7 @@ def write_plan(results: os.PathLike | str, profile: str, design: dict) -> dict:
 def registered_id(plan: dict) -> str:
     """The id a plan's registered design hashes to (:func:`write_plan`). Plans written before claims had ids
     (before 2026-12-07) gained an ``id`` per claim afterwards, their design otherwise unchanged, so their id is the
-    hash of the design without those: a plan's content is what it registered (``tests/test_plans.py``)."""
+    hash of the design without those: a plan's content is what it registered (``tests/test_decide.py``)."""
     design = {k: v for k, v in plan.items() if k not in ("schema_version", "plan_id", "environment", "written_at")}
     if plan.get("ids_added_after"):
         design.pop("ids_added_after")
@@ -129,10 +129,9 @@ def extension(store: ResultsStore) -> Extension:
             if "id" not in claim:
                 raise ValueError(f"plan {plan['plan_id']}: its claim {claim['quantity']!r} carries no id; every plan's "
                                  "claims are keyed by the ids docs/claims.md lists")
-            cells = tuple(sorted(tuple(sorted(cell.items())) for cell in claim["cells"]))
-            out.claims.append(PlannedClaim(claim["id"], claim["quantity"], claim["measure"], cells, plan["plan_id"],
-                                           design, runs, sum(run_id in finished for run_id in runs), claim["look1"],
-                                           excluded))
+            out.claims.append(PlannedClaim(claim["id"], claim["quantity"], claim["measure"], cells_key(claim["cells"]),
+                                           plan["plan_id"], design, runs, sum(run_id in finished for run_id in runs),
+                                           claim["look1"], excluded))
     return out
 
 
